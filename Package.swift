@@ -1,0 +1,57 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+let upcoming: [SwiftSetting] = [
+  .enableUpcomingFeature("ExistentialAny"),
+  .enableUpcomingFeature("InternalImportsByDefault"),
+  .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+  name: "BrowserDrop",
+  platforms: [.macOS(.v15)],
+  products: [
+    .library(name: "BrowserDrop", targets: ["BrowserDrop"]),
+    .library(name: "BrowserDropForwarding", targets: ["BrowserDropForwarding"]),
+    .executable(name: "browserdrop", targets: ["browserdrop"]),
+  ],
+  targets: [
+    // What Glibc does not export: epoll, eventfd, splice, accept4 flags, interface flags.
+    .target(name: "CBrowserDropLinux"),
+    .systemLibrary(name: "CMagic", pkgConfig: "libmagic", providers: [.apt(["libmagic-dev"])]),
+    .systemLibrary(
+      name: "CSMBClient", pkgConfig: "smbclient", providers: [.apt(["libsmbclient-dev"])]),
+    .systemLibrary(
+      name: "CQREncode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
+
+    // Turns Page/ into Swift string literals so the binary serves the page when copied alone.
+    .executableTarget(name: "PageEmbedderTool", swiftSettings: upcoming),
+    .plugin(
+      name: "PageEmbedderPlugin", capability: .buildTool(),
+      dependencies: ["PageEmbedderTool"], path: "Sources/PageEmbedderPlugin"),
+
+    .target(
+      name: "BrowserDrop",
+      dependencies: ["CBrowserDropLinux", "CMagic"],
+      swiftSettings: upcoming,
+      plugins: ["PageEmbedderPlugin"]),
+    .target(
+      name: "BrowserDropForwarding",
+      dependencies: ["CSMBClient"],
+      swiftSettings: upcoming),
+    .executableTarget(
+      name: "browserdrop",
+      dependencies: ["BrowserDrop", "BrowserDropForwarding", "CQREncode", "CBrowserDropLinux"],
+      swiftSettings: upcoming),
+
+    .testTarget(
+      name: "BrowserDropTests", dependencies: ["BrowserDrop", "CBrowserDropLinux"],
+      swiftSettings: upcoming),
+    .testTarget(
+      name: "BrowserDropForwardingTests", dependencies: ["BrowserDropForwarding"],
+      swiftSettings: upcoming),
+    .testTarget(
+      name: "BrowserDropCommandTests", dependencies: ["browserdrop"],
+      swiftSettings: upcoming),
+  ]
+)

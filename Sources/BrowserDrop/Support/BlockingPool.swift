@@ -1,0 +1,60 @@
+import Foundation
+
+/// A few dedicated threads for calls that may block (`fsync`, `statvfs`, libmagic on big buffers),
+/// so they never occupy the cooperative pool's threads.
+///
+/// `@unchecked Sendable`: `jobs` and `head` are only touched while `condition` is locked.
+final class BlockingPool: @unchecked Sendable {
+  /// The process-wide pool.
+  static let shared = BlockingPool(threads: 4, name: "browserdrop-io")
+
+  private let condition = NSCondition()
+  private var jobs: [@Sendable () -> Void] = []
+  private var head = 0
+
+  init(threads: Int, name: String) {
+    for index in 0..<threads {
+      let thread = Thread { [self] in self.work() }
+      thread.name = "\(name)-\(index)"
+      thread.start()
+    }
+  }
+
+  /// Runs `body` on one of the pool's threads and returns its result.
+  func run<T: Sendable, E: Error>(_ body: @escaping @Sendable () throws(E) -> T) async throws(E)
+    -> T
+  {
+    let result: Result<T, E> = await withCheckedContinuation { continuation in
+      submit {
+        do throws(E) {
+          continuation.resume(returning: .success(try body()))
+        } catch {
+          continuation.resume(returning: .failure(error))
+        }
+      }
+    }
+    return try result.get()
+  }
+
+  private func submit(_ job: @escaping @Sendable () -> Void) {
+    condition.lock()
+    jobs.append(job)
+    condition.signal()
+    condition.unlock()
+  }
+
+  private func work() {
+    while true {
+      condition.lock()
+      while head == jobs.count { condition.wait() }
+      let job = jobs[head]
+      head += 1
+      if head == jobs.count {
+        jobs.removeAll(keepingCapacity: true)
+        head = 0
+      }
+      condition.unlock()
+      job()
+    }
+  }
+}

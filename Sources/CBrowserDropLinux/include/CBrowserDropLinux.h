@@ -1,0 +1,51 @@
+#ifndef C_BROWSERDROP_LINUX_H
+#define C_BROWSERDROP_LINUX_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <sys/types.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/statvfs.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+
+/* Thin wrappers over calls that need _GNU_SOURCE or that Glibc's Swift overlay does not export.
+   Each returns what the C function returns and leaves errno as the C function left it. */
+
+int cbd_epoll_create(void);
+int cbd_epoll_ctl(int epfd, int op, int fd, uint32_t events, uint64_t data);
+/* Waits for events; writes up to max (events, data) pairs. */
+int cbd_epoll_wait(int epfd, uint32_t *events, uint64_t *data, int max, int timeout_ms);
+
+int cbd_eventfd(void);
+int cbd_eventfd_signal(int fd);
+int cbd_eventfd_drain(int fd);
+
+int cbd_accept(int fd);
+int cbd_pipe(int fds[2]);
+int cbd_set_pipe_size(int fd, int size);
+ssize_t cbd_splice(int fd_in, int64_t *off_in, int fd_out, int64_t *off_out, size_t len, int more);
+int cbd_fallocate(int fd, int64_t len);
+
+/* Free bytes for unprivileged users on the volume holding path (statvfs f_bavail * f_frsize). */
+int cbd_free_bytes(const char *path, uint64_t *free_bytes);
+
+/* Interface flags, so Swift does not need net/if.h's macros. */
+int cbd_iff_up(void);
+int cbd_iff_running(void);
+int cbd_iff_loopback(void);
+int cbd_iff_pointopoint(void);
+
+int cbd_epollin(void);
+int cbd_epollout(void);
+int cbd_epollrdhup(void);
+int cbd_epollerr(void);
+int cbd_epollhup(void);
+int cbd_epolloneshot(void);
+
+#endif

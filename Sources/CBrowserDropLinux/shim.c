@@ -1,0 +1,69 @@
+#define _GNU_SOURCE
+#include "CBrowserDropLinux.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <sys/eventfd.h>
+
+int cbd_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
+
+int cbd_epoll_ctl(int epfd, int op, int fd, uint32_t events, uint64_t data) {
+  struct epoll_event ev = {.events = events, .data = {.u64 = data}};
+  return epoll_ctl(epfd, op, fd, &ev);
+}
+
+int cbd_epoll_wait(int epfd, uint32_t *events, uint64_t *data, int max, int timeout_ms) {
+  struct epoll_event evs[256];
+  if (max > 256) max = 256;
+  int n = epoll_wait(epfd, evs, max, timeout_ms);
+  for (int i = 0; i < n; i++) {
+    events[i] = evs[i].events;
+    data[i] = evs[i].data.u64;
+  }
+  return n;
+}
+
+int cbd_eventfd(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }
+
+int cbd_eventfd_signal(int fd) {
+  uint64_t one = 1;
+  return (int)write(fd, &one, sizeof one);
+}
+
+int cbd_eventfd_drain(int fd) {
+  uint64_t value;
+  return (int)read(fd, &value, sizeof value);
+}
+
+int cbd_accept(int fd) { return accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC); }
+
+int cbd_pipe(int fds[2]) { return pipe2(fds, O_CLOEXEC | O_NONBLOCK); }
+
+int cbd_set_pipe_size(int fd, int size) { return fcntl(fd, F_SETPIPE_SZ, size); }
+
+ssize_t cbd_splice(int fd_in, int64_t *off_in, int fd_out, int64_t *off_out, size_t len, int more) {
+  unsigned int flags = SPLICE_F_MOVE | SPLICE_F_NONBLOCK | (more ? SPLICE_F_MORE : 0);
+  return splice(fd_in, (loff_t *)off_in, fd_out, (loff_t *)off_out, len, flags);
+}
+
+int cbd_fallocate(int fd, int64_t len) { return fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)len); }
+
+int cbd_free_bytes(const char *path, uint64_t *free_bytes) {
+  struct statvfs s;
+  int rc = statvfs(path, &s);
+  if (rc == 0) *free_bytes = (uint64_t)s.f_bavail * (uint64_t)s.f_frsize;
+  return rc;
+}
+
+int cbd_iff_up(void) { return IFF_UP; }
+int cbd_iff_running(void) { return IFF_RUNNING; }
+int cbd_iff_loopback(void) { return IFF_LOOPBACK; }
+int cbd_iff_pointopoint(void) { return IFF_POINTOPOINT; }
+
+int cbd_epollin(void) { return EPOLLIN; }
+int cbd_epollout(void) { return EPOLLOUT; }
+int cbd_epollrdhup(void) { return EPOLLRDHUP; }
+int cbd_epollerr(void) { return EPOLLERR; }
+int cbd_epollhup(void) { return EPOLLHUP; }
+int cbd_epolloneshot(void) { return EPOLLONESHOT; }

@@ -1,0 +1,1 @@
+print("browserdrop: not built yet")
