@@ -44,6 +44,11 @@ let package = Package(
       dependencies: ["BrowserDrop", "BrowserDropForwarding", "CQREncode", "CBrowserDropLinux"],
       swiftSettings: upcoming),
 
+    // Drives a real server from the browser tests (Tests/Browser): JSON events out, commands in.
+    .executableTarget(
+      name: "BrowserDropTestHost", dependencies: ["BrowserDrop"], path: "Tests/BrowserDropTestHost",
+      swiftSettings: upcoming),
+
     .testTarget(
       name: "BrowserDropTests", dependencies: ["BrowserDrop", "CBrowserDropLinux"],
       swiftSettings: upcoming),

@@ -1,0 +1,1 @@
+print("test host: not built yet")
