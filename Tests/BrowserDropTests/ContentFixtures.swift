@@ -54,9 +54,9 @@ enum ContentFixtures {
   }
 
   /// A ZIP archive holding one stored (uncompressed) entry, with its CRC-32.
-  static func zip(name: String = "hello.txt", contents: [UInt8] = ascii("Hello, zip!\n"))
-    -> [UInt8]
-  {
+  static func zip(
+    name: String = "hello.txt", contents: [UInt8] = ascii("Hello, zip!\n")
+  ) -> [UInt8] {
     let crc = crc32(contents)
     let nameBytes = ascii(name)
     let common =

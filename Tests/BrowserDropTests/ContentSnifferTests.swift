@@ -115,8 +115,9 @@ struct ContentSnifferTests {
     let thin = sniffer.sniff(ContentFixtures.machO())
     #expect(thin.mimeType == "application/x-mach-binary")
     #expect(thin.executable == "Mach-O executable for x86-64")
-    #expect(sniffer.sniff(ContentFixtures.machO(arm: true)).executable
-      == "Mach-O executable for ARM64")
+    #expect(
+      sniffer.sniff(ContentFixtures.machO(arm: true)).executable
+        == "Mach-O executable for ARM64")
     let fat = sniffer.sniff(ContentFixtures.fatMachO())
     #expect(fat.mimeType == "application/x-mach-binary")
     #expect(fat.executable == "Mach-O universal binary")
@@ -164,7 +165,8 @@ struct ContentSnifferTests {
     #expect(describe(ContentFixtures.ascii("#!/bin/" + String(repeating: "x", count: 300))) == nil)
     // …but a one-line script that is the whole file, and `#! /bin/sh` with a blank, are scripts.
     #expect(describe(ContentFixtures.ascii("#!/bin/sh")) == "shell script (#!/bin/sh)")
-    #expect(describe(ContentFixtures.ascii("#! /bin/bash -e\nls\n")) == "shell script (#!/bin/bash -e)")
+    #expect(
+      describe(ContentFixtures.ascii("#! /bin/bash -e\nls\n")) == "shell script (#!/bin/bash -e)")
   }
 
   @Test func bigEndianMachOIsRecognised() {
@@ -216,7 +218,8 @@ struct ContentSnifferTests {
       let sniffed = sniffer.sniff(bytes)
       #expect(sniffed.executable != nil)
       for name in names {
-        #expect(ContentPolicy.rejectDisguised.refusal(for: sniffed, fileName: name) == nil, "\(name)")
+        #expect(
+          ContentPolicy.rejectDisguised.refusal(for: sniffed, fileName: name) == nil, "\(name)")
       }
     }
   }

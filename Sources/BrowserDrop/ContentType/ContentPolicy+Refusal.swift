@@ -69,8 +69,7 @@ extension ContentPolicy {
   }
 
   private static func bareType(_ text: String) -> String {
-    let bare = text.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first
-      ?? ""
+    let bare = text.prefix(while: { $0 != ";" })
     return bare.filter { !$0.isWhitespace }.lowercased()
   }
 

@@ -181,9 +181,9 @@ private final class MagicHandle: Sendable {
     cookie.withLockIfAvailable { Self.identify(bytes, with: $0.pointer) }
   }
 
-  private static func identify(_ bytes: UnsafeRawBufferPointer, with cookie: OpaquePointer)
-    -> String?
-  {
+  private static func identify(
+    _ bytes: UnsafeRawBufferPointer, with cookie: OpaquePointer
+  ) -> String? {
     // An empty buffer may have no base address; libmagic wants a pointer anyway.
     withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1) { spare in
       magic_buffer(cookie, bytes.baseAddress ?? UnsafeRawPointer(spare.baseAddress!), bytes.count)

@@ -55,9 +55,9 @@ enum ExecutableSignature {
     return machine.map { "\(what) for \($0)" } ?? what
   }
 
-  private static func elfHasInterpreter(_ reader: ByteReader, is64: Bool, littleEndian: Bool)
-    -> Bool
-  {
+  private static func elfHasInterpreter(
+    _ reader: ByteReader, is64: Bool, littleEndian: Bool
+  ) -> Bool {
     let offset: UInt64?
     let entrySize: UInt16?
     let count: UInt16?
