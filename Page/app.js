@@ -97,6 +97,8 @@
 
   // ---------------------------------------------------------------- text
 
+  // Natural order, so "2 Chapter" comes before "10 Chapter".
+  const byName = new Intl.Collator(undefined, { numeric: true, sensitivity: 'base' });
   let numberFormat = new Intl.NumberFormat('en');
   let decimalFormat = new Intl.NumberFormat('en', { maximumFractionDigits: 1 });
   let percentFormat = new Intl.NumberFormat('en', { style: 'percent' });
@@ -266,6 +268,7 @@
   // Takes [{file, path}] and queues what may be sent. Returns how many rows were added or reset.
   function addFiles(candidates) {
     let added = 0;
+    candidates.sort((a, b) => byName.compare(a.path, b.path));
     for (const { file, path } of candidates) {
       const clean = cleanPath(path);
       if (!clean) continue;
@@ -345,6 +348,7 @@
         for (;;) {
           const children = await readEntries(reader);
           if (children.length === 0) break;
+          children.sort((a, b) => byName.compare(a.name, b.name));
           for (const child of children) await visit(child);
         }
       }
