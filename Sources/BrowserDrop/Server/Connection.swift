@@ -133,7 +133,7 @@ struct Connection {
     } catch {
       return .failure(BodyFailure(reason: .connectionLost))
     }
-    let fd = open(ticket.partialPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+    let fd = open(ticket.partialPath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
     guard fd >= 0 else {
       let reason = String(cString: strerror(errno))
       return .failure(
@@ -192,7 +192,7 @@ struct Connection {
     let finishing = await BlockingPool.shared.run { () -> Result<ContentInspector.Finding, SystemError> in
       defer { close(fd) }
       if durable, fsync(fd) != 0 { return .failure(SystemError(call: "fsync", code: errno)) }
-      return .success(inspector.inspect(path: partial, fileExtension: fileExtension))
+      return .success(inspector.inspect(fd: fd, fileExtension: fileExtension))
     }
     let finding: ContentInspector.Finding
     switch finishing {
