@@ -155,7 +155,7 @@ def test_too_large_refused_by_server_413(start_host, page, tmp_path):
     host = start_host("--max-file-size", "100000")
     page.driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": HIDE_LIMIT})
     small = write_file(tmp_path / "ok.bin", 5_000)
-    big = write_file(tmp_path / "huge.bin", 300_000)
+    big = write_file(tmp_path / "huge.bin", 8_000_000)  # larger than socket buffers
     page.open(host.url)
     assert page.js("return document.getElementById('file-input') !== null")
     page.choose_files([small, big])
@@ -218,11 +218,13 @@ def test_suspend_mid_queue_then_resume(start_host, page, tmp_path):
     host.wait_for("suspended", timeout=30)
     finished_before = len(host.of("uploadFinished"))
     assert finished_before < count, "the queue ended before the suspend: make it longer"
+    print(f"suspended after {finished_before} of {count} files")
 
     page.wait(lambda d: page.notice() in (ENGLISH["waitingForDevice"], ENGLISH["deviceUnreachable"]),
               15, "the page to notice the device is gone")
     page.wait(lambda d: page.notice() == ENGLISH["deviceUnreachable"], 20,
               "the page to say the device can't be reached")
+    page.screenshot("page-device-unreachable.png", 1000, full=False)
     assert page.text("summary") != summary(count, count)
     assert not any(r["state"] == "failed" for r in page.rows()), "lost connections are not failures"
 
@@ -387,3 +389,18 @@ def test_contrast_light_and_dark_and_screenshots(start_host, page, tmp_path):
     )
     assert page.js("return document.documentElement.scrollWidth") <= 360
     host.wait_count("uploadFinished", 5, timeout=15)
+
+
+def test_config_unreachable_then_recovers(start_host, page, tmp_path):
+    """config.json can't be fetched: loadError is shown, and the page recovers on its own."""
+    host = start_host()
+    page.driver.execute_cdp_cmd("Network.enable", {})
+    page.driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["*config.json*"]})
+    page.driver.get(host.url)
+    page.wait(lambda d: page.notice() == ENGLISH["loadError"], 10, "the load error")
+    assert page.js("return document.getElementById('choose-files').disabled")
+    page.driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
+    page.wait(lambda d: page.js("return document.documentElement.dataset.ready === '1'"), 15,
+              "the page to load config.json once it is reachable")
+    assert page.notice() == ""
+    assert not page.js("return document.getElementById('choose-files').disabled")
