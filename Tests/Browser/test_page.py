@@ -169,10 +169,21 @@ def test_too_large_refused_by_server_413(start_host, page, tmp_path):
     assert_same_files({"ok.bin": small}, host.finish())
 
 
+COUNT_UPLOADS = """
+window.uploadRequests = 0;
+const realOpen = XMLHttpRequest.prototype.open;
+XMLHttpRequest.prototype.open = function (method, url, ...rest) {
+  if (String(url).startsWith('upload?')) window.uploadRequests += 1;
+  return realOpen.call(this, method, url, ...rest);
+};
+"""
+
+
 def test_not_enough_space_and_retry_failed(start_host, page, tmp_path):
     # Asking the server to keep a petabyte free makes every upload answer 507.
     host = start_host("--reserved-free-space", str(10**15))
     one = write_file(tmp_path / "one.txt", text="1")
+    page.driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": COUNT_UPLOADS})
     page.open(host.url)
     page.choose_files([one])
     page.wait_settled(1)
@@ -180,8 +191,10 @@ def test_not_enough_space_and_retry_failed(start_host, page, tmp_path):
     assert (row["state"], row["reason"]) == ("failed", ENGLISH["notEnoughSpace"])
     assert page.visible("retry") and page.text("retry") == ENGLISH["retry"]
     assert not page.visible("done")
+    # A 507 comes back within milliseconds: count the upload requests the page sends instead.
+    assert page.js("return window.uploadRequests") == 1
     page.driver.find_element("id", "retry").click()
-    page.wait(lambda d: page.rows()[0]["state"] != "failed" or page.notice(), 5, "the retry to start")
+    page.wait(lambda d: page.js("return window.uploadRequests") == 2, 10, "the retry to be sent")
     page.wait_settled(1)
     assert page.rows()[0]["reason"] == ENGLISH["notEnoughSpace"]
     host.send("cancel")
@@ -258,9 +271,10 @@ def test_custom_strings_title_language_and_accent(start_host, page, tmp_path):
         assert english not in body
 
     # The accent colours the main button and the progress bars; text on it stays readable.
-    assert page.js(
+    # (The button eases into the new colour over 140 ms, so wait for the end of the transition.)
+    page.wait(lambda d: page.js(
         "return getComputedStyle(document.getElementById('choose-files')).backgroundColor"
-    ) == "rgb(255, 136, 0)"
+    ) == "rgb(255, 136, 0)", 5, "the accent colour on the main button")
     assert page.js(
         "return getComputedStyle(document.getElementById('choose-files')).color"
     ) == "rgb(15, 18, 32)"
