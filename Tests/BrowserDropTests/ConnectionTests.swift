@@ -54,16 +54,16 @@ struct ConnectionTests {
   }
 
   @Test func aSlowBodyThatKeepsTricklingIsLeftAlone() async throws {
-    let session = try await TestSession.start { $0.idleTimeout = .milliseconds(400) }
+    let session = try await TestSession.start { $0.idleTimeout = .seconds(1) }
     defer { Task { await session.stop() } }
     let client = try await session.client()
-    let body = TestBytes.make(12)
+    let body = TestBytes.make(16)
     try await client.send(
       Requests.uploadHead(port: session.port, encodedPath: "slow.bin", length: body.count))
-    // 12 pieces, 150 ms apart: 1.8 s in all, far beyond the idle timeout, never idle for it.
+    // 16 pieces, 100 ms apart: 1.6 s in all, beyond the idle timeout, never idle for it.
     for index in 0..<body.count {
       try await client.send([body[index]])
-      try await Task.sleep(for: .milliseconds(150))
+      try await Task.sleep(for: .milliseconds(100))
     }
     #expect(try await client.readReply().status == 201)
     #expect(session.stagedFiles() == ["slow.bin": body])

@@ -122,28 +122,38 @@ struct ProtocolErrorTests {
 
   @Test func insufficientStorageCountsInFlightUploads() async throws {
     var free: UInt64 = 0
-    let root = FileManager.default.temporaryDirectory.path
-    _ = cbd_free_bytes(root, &free)
-    let available = Int(free)
-    let session = try await TestSession.start { $0.reservedFreeSpace = available - (64 << 20) }
+    #expect(cbd_free_bytes(FileManager.default.temporaryDirectory.path, &free) == 0)
+    // Margins of gigabytes, so other tests writing to the same disk meanwhile change nothing:
+    // one 2 GiB upload fits in 3 GiB, a second one while the first is in flight does not.
+    let gib = 1 << 30
+    let session = try await TestSession.start { $0.reservedFreeSpace = Int(free) - 3 * gib }
     defer { Task { await session.stop() } }
-    // 40 MiB fits under the 64 MiB margin; a second 40 MiB while the first is in flight does not.
     let first = try await session.client()
     try await first.send(
-      Requests.uploadHead(port: session.port, encodedPath: "one.bin", length: 40 << 20))
+      Requests.uploadHead(port: session.port, encodedPath: "one.bin", length: 2 * gib))
+    try await first.send([1])
     try await session.log.wait {
       $0.contains { if case .uploadStarted = $0 { true } else { false } }
     }
     let second = try await session.client()
     try await second.send(
       Requests.uploadHead(
-        port: session.port, encodedPath: "two.bin", length: 40 << 20,
+        port: session.port, encodedPath: "two.bin", length: 2 * gib,
         extra: ["Expect: 100-continue"]))
     let refused = try await second.readReply()
     #expect(refused.status == 507)
     #expect(refused.errorCode == "insufficient_storage")
-    try await first.send(TestBytes.make(40 << 20))
-    #expect(try await first.readReply().status == 201)
+    // Once the first is gone, the same upload is admitted.
+    first.socket.close()
+    try await session.log.wait {
+      $0.contains { if case .uploadFailed = $0 { true } else { false } }
+    }
+    let third = try await session.client()
+    try await third.send(
+      Requests.uploadHead(
+        port: session.port, encodedPath: "two.bin", length: 2 * gib,
+        extra: ["Expect: 100-continue"]))
+    #expect(try await third.readReply().status == 100)
   }
 
   @Test func aReservationLargerThanTheDiskStillStartsAndRefuses() async throws {
