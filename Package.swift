@@ -44,6 +44,11 @@ let package = Package(
       dependencies: ["BrowserDrop", "BrowserDropForwarding", "CQREncode", "CBrowserDropLinux"],
       swiftSettings: upcoming),
 
+    // The seed's quick start as a Linux program (Examples/EmbeddedHost); built by CI.
+    .executableTarget(
+      name: "EmbeddedHost", dependencies: ["BrowserDrop"], path: "Examples/EmbeddedHost",
+      swiftSettings: upcoming),
+
     // Drives a real server from the browser tests (Tests/Browser): JSON events out, commands in.
     .executableTarget(
       name: "BrowserDropTestHost", dependencies: ["BrowserDrop"], path: "Tests/BrowserDropTestHost",
