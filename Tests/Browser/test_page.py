@@ -1,6 +1,8 @@
 """The bundled upload page against the real server, in headless Chromium."""
 
 import json
+import os
+import time
 
 from conftest import ENGLISH, assert_same_files, write_file
 
@@ -418,3 +420,53 @@ def test_config_unreachable_then_recovers(start_host, page, tmp_path):
               "the page to load config.json once it is reachable")
     assert page.notice() == ""
     assert not page.js("return document.getElementById('choose-files').disabled")
+
+
+def browser_rss(driver):
+    """Resident memory, in bytes, of every process under the chromedriver this test started."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as handle:
+                    parent = int(handle.read().rsplit(")", 1)[1].split()[1])
+                children.setdefault(parent, []).append(int(entry))
+            except (OSError, ValueError, IndexError):
+                pass
+    total, pending = 0, list(children.get(driver.service.process.pid, []))
+    while pending:
+        pid = pending.pop()
+        pending.extend(children.get(pid, []))
+        try:
+            with open(f"/proc/{pid}/status") as handle:
+                for line in handle:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1]) * 1024
+        except OSError:
+            pass
+    return total
+
+
+def test_large_file_streams_without_memory_growth(start_host, page, tmp_path):
+    """A 1 GiB file: the browser's memory stays flat while it uploads (send(file) streams it)."""
+    host = start_host()
+    big = tmp_path / "big.bin"
+    with open(big, "wb") as handle:  # sparse: quick to make, read back as zeros
+        handle.truncate(1 << 30)
+    page.open(host.url)
+    before = browser_rss(page.driver)
+    page.choose_files([big])
+    peak = before
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        peak = max(peak, browser_rss(page.driver))
+        if page.rows() and page.rows()[0]["state"] in ("uploaded", "failed"):
+            break
+        time.sleep(0.2)
+    page.wait_settled(1, timeout=5)
+    assert page.rows()[0]["state"] == "uploaded"
+    growth = peak - before
+    print(f"browser RSS before {before >> 20} MiB, peak {peak >> 20} MiB")
+    assert growth < 256 << 20, f"the browser grew by {growth >> 20} MiB for a 1 GiB upload"
+    host.wait_count("uploadFinished", 1, timeout=30)
+    assert_same_files({"big.bin": big}, host.finish())
