@@ -10,15 +10,20 @@ struct ConnectionTests {
     defer { Task { await session.stop() } }
     do {
       let client = try await session.client()
-      try await client.send(Requests.uploadHead(port: session.port, encodedPath: "a/b.bin", length: 1 << 20))
+      try await client.send(
+        Requests.uploadHead(port: session.port, encodedPath: "a/b.bin", length: 1 << 20))
       try await client.send(TestBytes.make(300_000))
       try await session.log.wait { events in
         events.contains { if case .uploadStarted = $0 { true } else { false } }
       }
       client.socket.close()
     }
-    let events = try await session.log.wait { $0.contains { if case .uploadFailed = $0 { true } else { false } } }
-    #expect(events.contains(.uploadFailed(Upload(id: 1, relativePath: "a/b.bin", size: 1 << 20), .connectionLost)))
+    let events = try await session.log.wait {
+      $0.contains { if case .uploadFailed = $0 { true } else { false } }
+    }
+    #expect(
+      events.contains(
+        .uploadFailed(Upload(id: 1, relativePath: "a/b.bin", size: 1 << 20), .connectionLost)))
     #expect(session.stagedFiles().isEmpty)
     #expect(session.incomingEntries().isEmpty)
     #expect(await session.server.receivedFiles.isEmpty)
@@ -31,7 +36,8 @@ struct ConnectionTests {
     let session = try await TestSession.start { $0.idleTimeout = .milliseconds(300) }
     defer { Task { await session.stop() } }
     let stalled = try await session.client()
-    try await stalled.send(Requests.uploadHead(port: session.port, encodedPath: "s.bin", length: 100))
+    try await stalled.send(
+      Requests.uploadHead(port: session.port, encodedPath: "s.bin", length: 100))
     try await stalled.send(TestBytes.make(10))
     let idle = try await session.client()
     let halfHead = try await session.client()
@@ -39,21 +45,25 @@ struct ConnectionTests {
     #expect(try await idle.closedSilently())
     #expect(try await halfHead.closedSilently())
     #expect(try await stalled.closedSilently())
-    let events = try await session.log.wait { $0.contains { if case .uploadFailed = $0 { true } else { false } } }
-    #expect(events.contains(.uploadFailed(Upload(id: 1, relativePath: "s.bin", size: 100), .timedOut)))
+    let events = try await session.log.wait {
+      $0.contains { if case .uploadFailed = $0 { true } else { false } }
+    }
+    #expect(
+      events.contains(.uploadFailed(Upload(id: 1, relativePath: "s.bin", size: 100), .timedOut)))
     #expect(session.incomingEntries().isEmpty)
   }
 
   @Test func aSlowBodyThatKeepsTricklingIsLeftAlone() async throws {
-    let session = try await TestSession.start { $0.idleTimeout = .milliseconds(400) }
+    let session = try await TestSession.start { $0.idleTimeout = .seconds(1) }
     defer { Task { await session.stop() } }
     let client = try await session.client()
-    let body = TestBytes.make(12)
-    try await client.send(Requests.uploadHead(port: session.port, encodedPath: "slow.bin", length: body.count))
-    // 12 pieces, 150 ms apart: 1.8 s in all, far beyond the idle timeout, never idle for it.
+    let body = TestBytes.make(16)
+    try await client.send(
+      Requests.uploadHead(port: session.port, encodedPath: "slow.bin", length: body.count))
+    // 16 pieces, 100 ms apart: 1.6 s in all, beyond the idle timeout, never idle for it.
     for index in 0..<body.count {
       try await client.send([body[index]])
-      try await Task.sleep(for: .milliseconds(150))
+      try await Task.sleep(for: .milliseconds(100))
     }
     #expect(try await client.readReply().status == 201)
     #expect(session.stagedFiles() == ["slow.bin": body])
@@ -66,11 +76,14 @@ struct ConnectionTests {
     for index in 0..<4 {
       // Uploads whose bodies have started: proof that the server accepted each connection.
       let client = try await session.client()
-      try await client.send(Requests.uploadHead(port: session.port, encodedPath: "held\(index)", length: 10))
+      try await client.send(
+        Requests.uploadHead(port: session.port, encodedPath: "held\(index)", length: 10))
       try await client.send([1])
       held.append(client)
     }
-    try await session.log.wait { $0.filter { if case .uploadStarted = $0 { true } else { false } }.count == 4 }
+    try await session.log.wait {
+      $0.filter { if case .uploadStarted = $0 { true } else { false } }.count == 4
+    }
     var refusedCount = 0
     for _ in 0..<3 {
       let extra = try await session.client()
@@ -78,7 +91,9 @@ struct ConnectionTests {
     }
     #expect(refusedCount == 3)
     for client in held { client.socket.close() }
-    try await session.log.wait { $0.filter { if case .uploadFailed = $0 { true } else { false } }.count == 4 }
+    try await session.log.wait {
+      $0.filter { if case .uploadFailed = $0 { true } else { false } }.count == 4
+    }
     // Once they are gone, requests are served again (the server notices the closes at once).
     var served = false
     for _ in 0..<50 where !served {
@@ -92,7 +107,8 @@ struct ConnectionTests {
     defer { Task { await session.stop() } }
     let client = try await session.client()
     let total = 4 << 20
-    try await client.send(Requests.uploadHead(port: session.port, encodedPath: "p.bin", length: total))
+    try await client.send(
+      Requests.uploadHead(port: session.port, encodedPath: "p.bin", length: total))
     try await client.send(TestBytes.make(total / 2))
     var sawHalf = false
     var sawEmptyAfterFinish = false
@@ -129,10 +145,17 @@ struct ConnectionTests {
         group.addTask {
           if index % 4 == 3 {
             let client = try await session.client()
-            try await client.send(Requests.uploadHead(port: session.port, encodedPath: "f\(index)", length: 100))
+            try await client.send(
+              Requests.uploadHead(port: session.port, encodedPath: "f\(index)", length: 100))
             try await client.send([1, 2, 3])
             try await session.log.wait { events in
-              events.contains { if case .uploadStarted(let upload) = $0 { upload.relativePath == "f\(index)" } else { false } }
+              events.contains {
+                if case .uploadStarted(let upload) = $0 {
+                  upload.relativePath == "f\(index)"
+                } else {
+                  false
+                }
+              }
             }
             client.socket.close()
           } else {

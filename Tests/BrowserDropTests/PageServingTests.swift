@@ -25,7 +25,10 @@ struct PageServingTests {
   @Test func missingAndUnsafePageFilesAreNotFound() async throws {
     let session = try await TestSession.start()
     defer { Task { await session.stop() } }
-    for target in ["/nope.js", "/../Package.swift", "/%2e%2e/Package.swift", "/.hidden", "/a/../index.html", "/upload"] {
+    for target in [
+      "/nope.js", "/../Package.swift", "/%2e%2e/Package.swift", "/.hidden", "/a/../index.html",
+      "/upload",
+    ] {
       let reply = try await session.get(target)
       #expect(reply.status == 404, "\(target)")
       #expect(reply.errorCode == "not_found")
@@ -37,7 +40,9 @@ struct PageServingTests {
       $0.allowedExtensions = ["MP3", "m4b", "M4A"]
       $0.maximumFileSize = 8_589_934_592
       $0.maximumConcurrentUploads = 5
-      $0.pageSettings = PageSettings(title: "My App", language: "es", accentColor: "#FF8800", strings: ["title": "Subir archivos"])
+      $0.pageSettings = PageSettings(
+        title: "My App", language: "es", accentColor: "#FF8800",
+        strings: ["title": "Subir archivos"])
     }
     defer { Task { await session.stop() } }
     let reply = try await session.get("/config.json")
@@ -62,19 +67,24 @@ struct PageServingTests {
   }
 
   @Test func customPageIsServedAndNeverLeavesItsFolder() async throws {
-    let base = FileManager.default.temporaryDirectory.appending(path: "bd-page-\(UUID().uuidString)")
+    let base = FileManager.default.temporaryDirectory.appending(
+      path: "bd-page-\(UUID().uuidString)")
     defer { try? FileManager.default.removeItem(at: base) }
     let page = base.appending(path: "page")
     let sibling = base.appending(path: "page-secrets")
-    try FileManager.default.createDirectory(at: page.appending(path: "css"), withIntermediateDirectories: true)
+    try FileManager.default.createDirectory(
+      at: page.appending(path: "css"), withIntermediateDirectories: true)
     try FileManager.default.createDirectory(at: sibling, withIntermediateDirectories: true)
     try Data("<h1>mine</h1>".utf8).write(to: page.appending(path: "index.html"))
     try Data("body{}".utf8).write(to: page.appending(path: "css/site.css"))
     try Data("secret".utf8).write(to: sibling.appending(path: "key.txt"))
     try Data("secret".utf8).write(to: base.appending(path: "outside.txt"))
-    try FileManager.default.createSymbolicLink(atPath: page.appending(path: "escape.txt").path, withDestinationPath: "../outside.txt")
-    try FileManager.default.createSymbolicLink(atPath: page.appending(path: "sib").path, withDestinationPath: "../page-secrets")
-    try FileManager.default.createSymbolicLink(atPath: page.appending(path: "inside.css").path, withDestinationPath: "css/site.css")
+    try FileManager.default.createSymbolicLink(
+      atPath: page.appending(path: "escape.txt").path, withDestinationPath: "../outside.txt")
+    try FileManager.default.createSymbolicLink(
+      atPath: page.appending(path: "sib").path, withDestinationPath: "../page-secrets")
+    try FileManager.default.createSymbolicLink(
+      atPath: page.appending(path: "inside.css").path, withDestinationPath: "css/site.css")
     let session = try await TestSession.start {
       $0.page = .custom(directory: page, contentSecurityPolicy: "default-src 'none'")
     }
@@ -91,7 +101,8 @@ struct PageServingTests {
   }
 
   @Test func aCustomFolderWithoutIndexIsPageMissing() async throws {
-    let empty = FileManager.default.temporaryDirectory.appending(path: "bd-empty-\(UUID().uuidString)")
+    let empty = FileManager.default.temporaryDirectory.appending(
+      path: "bd-empty-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: empty, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: empty) }
     let session = try await TestSession.start { $0.page = .custom(directory: empty) }

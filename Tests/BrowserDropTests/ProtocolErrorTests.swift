@@ -95,7 +95,8 @@ struct ProtocolErrorTests {
     for (path, length, status, code) in cases {
       let client = try await session.client()
       try await client.send(
-        Requests.uploadHead(port: session.port, encodedPath: path, length: length, extra: ["Expect: 100-continue"]))
+        Requests.uploadHead(
+          port: session.port, encodedPath: path, length: length, extra: ["Expect: 100-continue"]))
       var reply = try await client.readReply()
       if reply.status == 100 {
         try await client.send(TestBytes.make(length))
@@ -112,7 +113,8 @@ struct ProtocolErrorTests {
     let session = try await TestSession.start { $0.maximumFileSize = 1000 }
     defer { Task { await session.stop() } }
     let client = try await session.client()
-    try await client.send(Requests.uploadHead(port: session.port, encodedPath: "big.bin", length: 4 << 20))
+    try await client.send(
+      Requests.uploadHead(port: session.port, encodedPath: "big.bin", length: 4 << 20))
     try? await client.send(TestBytes.make(4 << 20))
     let reply = try await client.readReply()
     #expect(reply.status == 413)
@@ -120,23 +122,38 @@ struct ProtocolErrorTests {
 
   @Test func insufficientStorageCountsInFlightUploads() async throws {
     var free: UInt64 = 0
-    let root = FileManager.default.temporaryDirectory.path
-    _ = cbd_free_bytes(root, &free)
-    let available = Int(free)
-    let session = try await TestSession.start { $0.reservedFreeSpace = available - (64 << 20) }
+    #expect(cbd_free_bytes(FileManager.default.temporaryDirectory.path, &free) == 0)
+    // Margins of gigabytes, so other tests writing to the same disk meanwhile change nothing:
+    // one 2 GiB upload fits in 3 GiB, a second one while the first is in flight does not.
+    let gib = 1 << 30
+    let session = try await TestSession.start { $0.reservedFreeSpace = Int(free) - 3 * gib }
     defer { Task { await session.stop() } }
-    // 40 MiB fits under the 64 MiB margin; a second 40 MiB while the first is in flight does not.
     let first = try await session.client()
-    try await first.send(Requests.uploadHead(port: session.port, encodedPath: "one.bin", length: 40 << 20))
-    try await session.log.wait { $0.contains { if case .uploadStarted = $0 { true } else { false } } }
+    try await first.send(
+      Requests.uploadHead(port: session.port, encodedPath: "one.bin", length: 2 * gib))
+    try await first.send([1])
+    try await session.log.wait {
+      $0.contains { if case .uploadStarted = $0 { true } else { false } }
+    }
     let second = try await session.client()
     try await second.send(
-      Requests.uploadHead(port: session.port, encodedPath: "two.bin", length: 40 << 20, extra: ["Expect: 100-continue"]))
+      Requests.uploadHead(
+        port: session.port, encodedPath: "two.bin", length: 2 * gib,
+        extra: ["Expect: 100-continue"]))
     let refused = try await second.readReply()
     #expect(refused.status == 507)
     #expect(refused.errorCode == "insufficient_storage")
-    try await first.send(TestBytes.make(40 << 20))
-    #expect(try await first.readReply().status == 201)
+    // Once the first is gone, the same upload is admitted.
+    first.socket.close()
+    try await session.log.wait {
+      $0.contains { if case .uploadFailed = $0 { true } else { false } }
+    }
+    let third = try await session.client()
+    try await third.send(
+      Requests.uploadHead(
+        port: session.port, encodedPath: "two.bin", length: 2 * gib,
+        extra: ["Expect: 100-continue"]))
+    #expect(try await third.readReply().status == 100)
   }
 
   @Test func aReservationLargerThanTheDiskStillStartsAndRefuses() async throws {
@@ -163,7 +180,9 @@ struct ProtocolErrorTests {
     var index = SessionIndex(caseInsensitive: true)
     let path = try! UploadPath(validating: "Music/A.mp3")
     index.insert(
-      ReceivedFile(relativePath: path.value, size: 1, url: URL(fileURLWithPath: "/x"), receivedAt: Date(), mimeType: nil, kind: .other),
+      ReceivedFile(
+        relativePath: path.value, size: 1, url: URL(fileURLWithPath: "/x"), receivedAt: Date(),
+        mimeType: nil, kind: .other),
       at: path)
     #expect(index.conflict(for: try! UploadPath(validating: "Music/a.mp3"))?.error == .pathConflict)
     #expect(index.conflict(for: try! UploadPath(validating: "music/b.mp3"))?.error == .pathConflict)
@@ -177,13 +196,18 @@ struct ProtocolErrorTests {
     defer { Task { await session.stop() } }
     let slow = try await session.client()
     try await slow.send(Requests.uploadHead(port: session.port, encodedPath: "d", length: 4))
-    try await session.log.wait { $0.contains { if case .uploadStarted = $0 { true } else { false } } }
+    try await session.log.wait {
+      $0.contains { if case .uploadStarted = $0 { true } else { false } }
+    }
     #expect(try await session.upload("d/inner.txt", [1]).status == 201)
     try await slow.send("body")
     let reply = try await slow.readReply()
     #expect(reply.status == 409)
-    let events = try await session.log.wait { $0.contains { if case .uploadFailed = $0 { true } else { false } } }
-    #expect(events.contains(.uploadFailed(Upload(id: 1, relativePath: "d", size: 4), .pathConflict)))
+    let events = try await session.log.wait {
+      $0.contains { if case .uploadFailed = $0 { true } else { false } }
+    }
+    #expect(
+      events.contains(.uploadFailed(Upload(id: 1, relativePath: "d", size: 4), .pathConflict)))
     #expect(session.stagedFiles() == ["d/inner.txt": [1]])
     #expect(session.incomingEntries().isEmpty)
   }
@@ -192,12 +216,16 @@ struct ProtocolErrorTests {
     let session = try await TestSession.start()
     defer { Task { await session.stop() } }
     // Take away the folder partial files are written to.
-    let incoming = try FileManager.default.contentsOfDirectory(atPath: session.root.path).first { $0.hasSuffix(".incoming") }
+    let incoming = try FileManager.default.contentsOfDirectory(atPath: session.root.path).first {
+      $0.hasSuffix(".incoming")
+    }
     try FileManager.default.removeItem(at: session.root.appending(path: try #require(incoming)))
     let reply = try await session.upload("a.txt", [1])
     #expect(reply.status == 500)
     #expect(reply.errorCode == "write_failed")
-    let events = try await session.log.wait { $0.contains { if case .uploadFailed = $0 { true } else { false } } }
+    let events = try await session.log.wait {
+      $0.contains { if case .uploadFailed = $0 { true } else { false } }
+    }
     #expect(events.filter(\.isUploadEvent).count == 2)
   }
 }

@@ -43,7 +43,8 @@ struct RequestCheckTests {
     let config = try await session.get("/config.json", host: "rebind.attacker.net:\(session.port)")
     #expect(config.status == 403)
     let post = try await session.exchange(
-      Requests.uploadHead(port: session.port, encodedPath: "a.txt", length: 1, host: "evil.com") + "x")
+      Requests.uploadHead(port: session.port, encodedPath: "a.txt", length: 1, host: "evil.com")
+        + "x")
     #expect(post.status == 403)
     #expect(session.stagedFiles().isEmpty)
   }
@@ -52,29 +53,39 @@ struct RequestCheckTests {
     let session = try await TestSession.start()
     defer { Task { await session.stop() } }
     let foreign = try await session.exchange(
-      Requests.uploadHead(port: session.port, encodedPath: "a.txt", length: 1, origin: .some("http://evil.com")) + "x")
+      Requests.uploadHead(
+        port: session.port, encodedPath: "a.txt", length: 1, origin: .some("http://evil.com")) + "x"
+    )
     #expect(foreign.status == 403)
     let otherPort = try await session.exchange(
-      Requests.uploadHead(port: session.port, encodedPath: "a.txt", length: 1, origin: .some("http://127.0.0.1:1")) + "x")
+      Requests.uploadHead(
+        port: session.port, encodedPath: "a.txt", length: 1, origin: .some("http://127.0.0.1:1"))
+        + "x")
     #expect(otherPort.status == 403)
     let scripted = try await session.exchange(
-      Requests.uploadHead(port: session.port, encodedPath: "a.txt", length: 1, origin: .some(nil)) + "x")
+      Requests.uploadHead(port: session.port, encodedPath: "a.txt", length: 1, origin: .some(nil))
+        + "x")
     #expect(scripted.status == 201)
     // A GET needs no Origin check, even a foreign one.
     let page = try await session.exchange(
-      "GET /config.json HTTP/1.1\r\nHost: 127.0.0.1:\(session.port)\r\nOrigin: http://evil.com\r\n\r\n")
+      "GET /config.json HTTP/1.1\r\nHost: 127.0.0.1:\(session.port)\r\nOrigin: http://evil.com\r\n\r\n"
+    )
     #expect(page.status == 200)
   }
 
   static let unsafePaths: [String] = [
-    "", "path=", "path=%2Fetc%2Fpasswd", "path=..%2Fx.txt", "path=a%2F..%2Fb.txt", "path=.", "path=..",
-    "path=a%2F.%2Fb.txt", "path=.hidden", "path=a%2F.git%2Fconfig", "path=a%2F%2Fb.txt", "path=a%2F",
-    "path=a%5Cb.txt", "path=C%3A%5Cwin.txt", "path=%5C..%5Cx.txt", "path=a%00b.txt", "path=a%0Ab.txt",
+    "", "path=", "path=%2Fetc%2Fpasswd", "path=..%2Fx.txt", "path=a%2F..%2Fb.txt", "path=.",
+    "path=..",
+    "path=a%2F.%2Fb.txt", "path=.hidden", "path=a%2F.git%2Fconfig", "path=a%2F%2Fb.txt",
+    "path=a%2F",
+    "path=a%5Cb.txt", "path=C%3A%5Cwin.txt", "path=%5C..%5Cx.txt", "path=a%00b.txt",
+    "path=a%0Ab.txt",
     "path=a%0Db.txt", "path=a%7Fb.txt", "path=evil%E2%80%AEtxt.exe", "path=zero%E2%80%8Bwidth.txt",
     "path=a%ZZ.txt", "path=a%2", "path=%C0%AE%C0%AE%2Fx", "path=%FF.txt", "path=a.txt&path=b.txt",
     "path=%252e%252e%252fx", "x=1",
     "path=" + String(repeating: "a", count: 256) + ".txt",
-    "path=" + Array(repeating: String(repeating: "d", count: 200), count: 6).joined(separator: "%2F"),
+    "path="
+      + Array(repeating: String(repeating: "d", count: 200), count: 6).joined(separator: "%2F"),
   ]
 
   @Test(arguments: unsafePaths) func unsafePathsAreInvalid(query: String) async throws {
@@ -82,7 +93,8 @@ struct RequestCheckTests {
     defer { Task { await session.stop() } }
     let host = "127.0.0.1:\(session.port)"
     let reply = try await session.exchange(
-      "POST /upload?\(query) HTTP/1.1\r\nHost: \(host)\r\nOrigin: http://\(host)\r\nContent-Length: 1\r\n\r\nx")
+      "POST /upload?\(query) HTTP/1.1\r\nHost: \(host)\r\nOrigin: http://\(host)\r\nContent-Length: 1\r\n\r\nx"
+    )
     if query == "path=%252e%252e%252fx" {
       // Decoded once, this is the harmless name "%2e%2e%2fx", stored as such.
       #expect(reply.status == 201)
@@ -102,21 +114,34 @@ struct RequestCheckTests {
     defer { Task { await session.stop() } }
     let port = session.port
     #expect(try await session.upload("taken.txt", [1]).status == 201)
-    func status(_ request: String) async throws -> Int { try await session.exchange(request).status }
+    func status(_ request: String) async throws -> Int {
+      try await session.exchange(request).status
+    }
     // Host before framing.
     #expect(try await status("POST /upload?path=a.txt HTTP/1.1\r\nHost: evil.com\r\n\r\n") == 403)
     // Framing before method.
     #expect(try await status("POST /nowhere HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n\r\n") == 411)
     // Method before Origin.
-    #expect(try await status("PUT /upload HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nOrigin: http://evil.com\r\n\r\n") == 405)
+    #expect(
+      try await status(
+        "PUT /upload HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nOrigin: http://evil.com\r\n\r\n") == 405
+    )
     // Origin before path.
     #expect(
-      try await status(Requests.uploadHead(port: port, encodedPath: "..", length: 1, origin: .some("http://evil.com"))) == 403)
+      try await status(
+        Requests.uploadHead(
+          port: port, encodedPath: "..", length: 1, origin: .some("http://evil.com"))) == 403)
     // Path before type, type before size, size before conflict, conflict before space.
-    #expect(try await status(Requests.uploadHead(port: port, encodedPath: ".x.exe", length: 99)) == 400)
-    #expect(try await session.exchange(Requests.uploadHead(port: port, encodedPath: "a.exe", length: 99)).errorCode == "unsupported_type")
-    #expect(try await status(Requests.uploadHead(port: port, encodedPath: "taken.txt/b.txt", length: 99)) == 413)
-    let conflict = try await session.exchange(Requests.uploadHead(port: port, encodedPath: "taken.txt/b.txt", length: 1))
+    #expect(
+      try await status(Requests.uploadHead(port: port, encodedPath: ".x.exe", length: 99)) == 400)
+    #expect(
+      try await session.exchange(Requests.uploadHead(port: port, encodedPath: "a.exe", length: 99))
+        .errorCode == "unsupported_type")
+    #expect(
+      try await status(Requests.uploadHead(port: port, encodedPath: "taken.txt/b.txt", length: 99))
+        == 413)
+    let conflict = try await session.exchange(
+      Requests.uploadHead(port: port, encodedPath: "taken.txt/b.txt", length: 1))
     #expect(conflict.status == 409)
   }
 }

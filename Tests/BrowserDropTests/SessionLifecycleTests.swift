@@ -16,7 +16,10 @@ struct SessionLifecycleTests {
     let names = try FileManager.default.subpathsOfDirectory(atPath: folder.path).sorted()
     #expect(names == ["Book", "Book/01.mp3", "Book/02.mp3"])
     // Nothing but the handed-over folder is left in the staging root.
-    #expect(try FileManager.default.contentsOfDirectory(atPath: session.root.path) == [folder.lastPathComponent])
+    #expect(
+      try FileManager.default.contentsOfDirectory(atPath: session.root.path) == [
+        folder.lastPathComponent
+      ])
     // The session is over: no more connections, and a second finish says so.
     await #expect(throws: BrowserDropError.sessionEnded) { try await session.server.finish() }
     await #expect(throws: (any Error).self) { try await session.upload("late.txt", [1]) }
@@ -50,7 +53,9 @@ struct SessionLifecycleTests {
     #expect(Set(removedFolder.map(\.relativePath)) == ["Book/01.mp3", "Book/CD2/02.mp3"])
     #expect(await session.server.receivedFiles.map(\.relativePath) == ["Bookish.txt"])
     #expect(session.stagedFiles().keys.sorted() == ["Bookish.txt"])
-    #expect(!FileManager.default.fileExists(atPath: session.server.sessionFolder.appending(path: "Book").path))
+    #expect(
+      !FileManager.default.fileExists(
+        atPath: session.server.sessionFolder.appending(path: "Book").path))
     // The name is free again, in any form.
     #expect(try await session.upload("Book", [1]).status == 201)
   }
@@ -83,24 +88,33 @@ struct SessionLifecycleTests {
     let session = try await TestSession.start()
     defer { Task { await session.stop() } }
     let client = try await session.client()
-    try await client.send(Requests.uploadHead(port: session.port, encodedPath: "cut.bin", length: 1000))
+    try await client.send(
+      Requests.uploadHead(port: session.port, encodedPath: "cut.bin", length: 1000))
     try await client.send(TestBytes.make(10))
-    try await session.log.wait { $0.contains { if case .uploadStarted = $0 { true } else { false } } }
+    try await session.log.wait {
+      $0.contains { if case .uploadStarted = $0 { true } else { false } }
+    }
     await session.server.suspend()
-    let events = try await session.log.wait { $0.contains { if case .uploadFailed = $0 { true } else { false } } }
-    #expect(events.contains(.uploadFailed(Upload(id: 1, relativePath: "cut.bin", size: 1000), .cancelled)))
+    let events = try await session.log.wait {
+      $0.contains { if case .uploadFailed = $0 { true } else { false } }
+    }
+    #expect(
+      events.contains(.uploadFailed(Upload(id: 1, relativePath: "cut.bin", size: 1000), .cancelled))
+    )
     #expect(session.incomingEntries().isEmpty)
     #expect(session.stagedFiles().isEmpty)
   }
 
   @Test func removeLeftoversDeletesSessionsButNothingElse() async throws {
-    let root = FileManager.default.temporaryDirectory.appending(path: "bd-leftovers-\(UUID().uuidString)")
+    let root = FileManager.default.temporaryDirectory.appending(
+      path: "bd-leftovers-\(UUID().uuidString)")
     defer { try? FileManager.default.removeItem(at: root) }
     var configuration = BrowserDropServer.Configuration(port: 0, bindAddress: "127.0.0.1")
     configuration.stagingRoot = root
     let crashed = BrowserDropServer(configuration: configuration)
     try await crashed.start()
-    try FileManager.default.createDirectory(at: root.appending(path: "outbox"), withIntermediateDirectories: true)
+    try FileManager.default.createDirectory(
+      at: root.appending(path: "outbox"), withIntermediateDirectories: true)
     BrowserDropServer.removeLeftovers(stagingRoot: root)
     #expect(try FileManager.default.contentsOfDirectory(atPath: root.path) == ["outbox"])
     await crashed.cancel()
@@ -127,7 +141,9 @@ struct SessionLifecycleTests {
 
   @Test func anInvalidBindAddressIsRefused() async throws {
     let server = BrowserDropServer(configuration: .init(port: 0, bindAddress: "not-an-ip"))
-    await #expect(throws: BrowserDropError.invalidBindAddress("not-an-ip")) { try await server.start() }
+    await #expect(throws: BrowserDropError.invalidBindAddress("not-an-ip")) {
+      try await server.start()
+    }
   }
 
   @Test func addressesCarryURLsAndKinds() async throws {
@@ -140,7 +156,10 @@ struct SessionLifecycleTests {
     #expect(!lan.isEmpty)
     for address in lan {
       #expect(!address.host.hasPrefix("169.254.") && !address.host.hasPrefix("fe80"))
-      #expect(!["docker", "veth", "virbr", "br-", "tun", "wg"].contains { address.interface.hasPrefix($0) })
+      #expect(
+        !["docker", "veth", "virbr", "br-", "tun", "wg"].contains {
+          address.interface.hasPrefix($0)
+        })
       #expect(address.url.port == nil)
     }
   }

@@ -16,10 +16,14 @@ struct UploadTests {
     let received = await session.server.receivedFiles
     #expect(received.map(\.relativePath) == ["notes/hello.txt"])
     #expect(received.first?.size == body.count)
-    let events = try await session.log.wait { $0.contains { if case .uploadFinished = $0 { true } else { false } } }
+    let events = try await session.log.wait {
+      $0.contains { if case .uploadFinished = $0 { true } else { false } }
+    }
     let uploadEvents = events.filter(\.isUploadEvent)
     #expect(uploadEvents.count == 2)
-    guard case .uploadStarted(let upload) = uploadEvents[0], case .uploadFinished(let file) = uploadEvents[1] else {
+    guard case .uploadStarted(let upload) = uploadEvents[0],
+      case .uploadFinished(let file) = uploadEvents[1]
+    else {
       Issue.record("unexpected events \(uploadEvents)")
       return
     }
@@ -42,7 +46,8 @@ struct UploadTests {
     var expected = Data(capacity: count << 20)
     let chunk = TestBytes.make(1 << 20, seed: 7)
     let client = try await session.client()
-    try await client.send(Requests.uploadHead(port: session.port, encodedPath: "big.bin", length: chunk.count * count))
+    try await client.send(
+      Requests.uploadHead(port: session.port, encodedPath: "big.bin", length: chunk.count * count))
     for index in 0..<count {
       var piece = chunk
       piece[index] = UInt8(truncatingIfNeeded: index)
@@ -90,7 +95,8 @@ struct UploadTests {
     defer { Task { await session.stop() } }
     let client = try await session.client()
     try await client.send(
-      Requests.uploadHead(port: session.port, encodedPath: "c.txt", length: 3, extra: ["Expect: 100-continue"]))
+      Requests.uploadHead(
+        port: session.port, encodedPath: "c.txt", length: 3, extra: ["Expect: 100-continue"]))
     let interim = try await client.readReply()
     #expect(interim.status == 100)
     try await client.send("abc")

@@ -106,7 +106,9 @@ struct RequestHead: Sendable, Equatable {
     return head
   }
 
-  private static func parseRequestLine(_ bytes: UnsafeRawBufferPointer, _ line: Range<Int>)
+  private static func parseRequestLine(
+    _ bytes: UnsafeRawBufferPointer, _ line: Range<Int>
+  )
     throws(Refusal) -> RequestHead
   {
     let spaces = line.filter { bytes[$0] == 0x20 }
@@ -130,7 +132,9 @@ struct RequestHead: Sendable, Equatable {
     return RequestHead(method: string(bytes, methodRange), target: string(bytes, targetRange))
   }
 
-  private static func parseLength(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>)
+  private static func parseLength(
+    _ bytes: UnsafeRawBufferPointer, _ range: Range<Int>
+  )
     throws(Refusal) -> Int
   {
     guard !range.isEmpty, range.count <= 18 else {
@@ -163,7 +167,9 @@ struct RequestHead: Sendable, Equatable {
     String(decoding: UnsafeRawBufferPointer(rebasing: bytes[range]), as: UTF8.self)
   }
 
-  private static func asciiLowercased(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>)
+  private static func asciiLowercased(
+    _ bytes: UnsafeRawBufferPointer, _ range: Range<Int>
+  )
     -> String
   {
     String(

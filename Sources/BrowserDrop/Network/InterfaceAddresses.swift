@@ -17,7 +17,11 @@ enum InterfaceAddresses {
     let all = scan()
     if let bindAddress, bindAddress != "::", bindAddress != "0.0.0.0" {
       let match = all.first { $0.host == bindAddress }
-      return [Address(host: bindAddress, port: port, kind: match?.kind ?? .other, interface: match?.interface ?? "lo")]
+      return [
+        Address(
+          host: bindAddress, port: port, kind: match?.kind ?? .other,
+          interface: match?.interface ?? "lo")
+      ]
     }
     let bindsIPv4Only = bindAddress == "0.0.0.0"
     var usable = all.filter { !$0.hidden }
@@ -33,7 +37,9 @@ enum InterfaceAddresses {
       let loopback = bindAddress == "::" ? "::1" : "127.0.0.1"
       return [Address(host: loopback, port: port, kind: .other, interface: "lo")]
     }
-    return ordered.map { Address(host: $0.host, port: port, kind: $0.kind, interface: $0.interface) }
+    return ordered.map {
+      Address(host: $0.host, port: port, kind: $0.kind, interface: $0.interface)
+    }
   }
 
   private struct Entry {
@@ -87,7 +93,9 @@ enum InterfaceAddresses {
   private static func classify(interface: String, host: String) -> Address.Kind {
     let sysfs = "/sys/class/net/\(interface)"
     let manager = FileManager.default
-    if manager.fileExists(atPath: sysfs + "/wireless") || manager.fileExists(atPath: sysfs + "/phy80211") {
+    if manager.fileExists(atPath: sysfs + "/wireless")
+      || manager.fileExists(atPath: sysfs + "/phy80211")
+    {
       return host.hasPrefix("10.42.") && host.hasSuffix(".1") ? .hotspot : .wifi
     }
     if manager.fileExists(atPath: sysfs + "/device") { return .wired }

@@ -17,7 +17,9 @@ final class Listener: Sendable {
 
   /// Binds `address` (an IP literal; `nil` for every interface, IPv6 and IPv4 together) and
   /// listens. Port 80 falls back to 8080 when taken or not permitted, unless `fallback` is off.
-  static func open(address: String?, port: Int, fallback: Bool = true) throws(BrowserDropError)
+  static func open(
+    address: String?, port: Int, fallback: Bool = true
+  ) throws(BrowserDropError)
     -> Listener
   {
     guard (0...65535).contains(port) else {
@@ -30,7 +32,7 @@ final class Listener: Sendable {
     }
     do {
       return try bind(address: address, port: port)
-    } catch where fallback && port == 80 && (error.code == EADDRINUSE || error.code == EACCES) {
+    } catch  where fallback && port == 80 && (error.code == EADDRINUSE || error.code == EACCES) {
       do {
         return try bind(address: address, port: 8080)
       } catch {
@@ -45,7 +47,7 @@ final class Listener: Sendable {
     guard let address else {
       do {
         return try bind(SocketAddress.ipv6("::", port: port)!)
-      } catch where error.code == EAFNOSUPPORT {
+      } catch  where error.code == EAFNOSUPPORT {
         // No IPv6 on this machine: every IPv4 interface instead.
         return try bind(SocketAddress.ipv4("0.0.0.0", port: port)!)
       }
@@ -57,7 +59,8 @@ final class Listener: Sendable {
   private static func bind<Address>(_ address: Address) throws(SystemError) -> Listener {
     let family = Int32(withUnsafeBytes(of: address) { $0.load(as: sa_family_t.self) })
     let fd = try Syscall.blocking("socket") {
-      Glibc.socket(family, Int32(SOCK_STREAM.rawValue | SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue), 0)
+      Glibc.socket(
+        family, Int32(SOCK_STREAM.rawValue | SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue), 0)
     }
     let socket = Socket(fd: fd)
     var one: Int32 = 1
@@ -76,7 +79,9 @@ final class Listener: Sendable {
     var bound = sockaddr_storage()
     var boundLength = socklen_t(MemoryLayout<sockaddr_storage>.size)
     _ = withUnsafeMutablePointer(to: &bound) { pointer in
-      pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &boundLength) }
+      pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+        getsockname(fd, $0, &boundLength)
+      }
     }
     return Listener(socket: socket, port: SocketAddress.port(of: bound))
   }

@@ -55,7 +55,8 @@ final class Reactor: Sendable {
   ) async throws {
     try Task.checkCancellation()
     try await withTaskCancellationHandler {
-      try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+      try await withCheckedThrowingContinuation {
+        (continuation: CheckedContinuation<Void, any Error>) in
         let events =
           UInt32(interest == .readable ? cbd_epollin() : cbd_epollout())
           | UInt32(cbd_epolloneshot() | cbd_epollrdhup())

@@ -21,11 +21,15 @@ final class Socket: Sendable {
 
   /// Reads what is there, waiting until something arrives or `deadline` passes.
   /// Returns 0 at end of stream.
-  func read(into buffer: UnsafeMutableRawBufferPointer, deadline: ContinuousClock.Instant?)
+  func read(
+    into buffer: UnsafeMutableRawBufferPointer, deadline: ContinuousClock.Instant?
+  )
     async throws -> Int
   {
     while true {
-      if let count = try Syscall.nonBlocking("read", { Glibc.read(fd, buffer.baseAddress, buffer.count) }) {
+      if let count = try Syscall.nonBlocking(
+        "read", { Glibc.read(fd, buffer.baseAddress, buffer.count) })
+      {
         return count
       }
       try await Reactor.shared.wait(for: .readable, on: fd, deadline: deadline)

@@ -18,7 +18,9 @@ struct SystemError: Error, CustomStringConvertible, Equatable {
 enum Syscall {
   /// Runs `body` until it does not fail with `EINTR`; returns `nil` for `EAGAIN`/`EWOULDBLOCK`.
   @inline(__always)
-  static func nonBlocking<T: BinaryInteger>(_ name: StaticString, _ body: () -> T) throws(SystemError)
+  static func nonBlocking<T: BinaryInteger>(
+    _ name: StaticString, _ body: () -> T
+  ) throws(SystemError)
     -> T?
   {
     while true {
@@ -34,7 +36,9 @@ enum Syscall {
   /// Runs `body` until it does not fail with `EINTR`; any other failure throws.
   @inline(__always)
   @discardableResult
-  static func blocking<T: BinaryInteger>(_ name: StaticString, _ body: () -> T) throws(SystemError)
+  static func blocking<T: BinaryInteger>(
+    _ name: StaticString, _ body: () -> T
+  ) throws(SystemError)
     -> T
   {
     while true {

@@ -63,25 +63,30 @@ struct PageSource: Sendable {
     guard let body else { return Response.refusal(Refusal(.notFound)) }
     var headers: [(String, String)] = [("Content-Security-Policy", contentSecurityPolicy)]
     headers.append(("Cache-Control", "no-cache"))
-    return Response.bytes(status: 200, contentType: Self.contentType(of: relative), body: body, extraHeaders: headers)
+    return Response.bytes(
+      status: 200, contentType: Self.contentType(of: relative), body: body, extraHeaders: headers)
   }
 
   /// Reads a file of a custom page folder; symlinks are resolved and refused when they lead
   /// outside the folder (a sibling such as `/x/page-old` never passes for `/x/page`).
   private static func read(_ relative: String, in directory: String) throws(Refusal) -> [UInt8]? {
-    guard let root = realpath(directory, nil).map({ pointer -> String in
-      defer { free(pointer) }
-      return String(cString: pointer)
-    })
+    guard
+      let root = realpath(directory, nil).map({ pointer -> String in
+        defer { free(pointer) }
+        return String(cString: pointer)
+      })
     else {
       throw Refusal(.pageMissing, "The page folder \(directory) does not exist.")
     }
-    guard let resolved = realpath(root + "/" + relative, nil).map({ pointer -> String in
-      defer { free(pointer) }
-      return String(cString: pointer)
-    })
+    guard
+      let resolved = realpath(root + "/" + relative, nil).map({ pointer -> String in
+        defer { free(pointer) }
+        return String(cString: pointer)
+      })
     else {
-      if relative == "index.html" { throw Refusal(.pageMissing, "The page folder has no index.html.") }
+      if relative == "index.html" {
+        throw Refusal(.pageMissing, "The page folder has no index.html.")
+      }
       return nil
     }
     guard resolved.hasPrefix(root == "/" ? "/" : root + "/") else { return nil }
@@ -135,7 +140,9 @@ enum PageConfiguration {
     let settings = configuration.pageSettings
     let body = Body(
       title: settings.title, language: settings.language, accentColor: settings.accentColor,
-      allowedExtensions: configuration.allowedExtensions.map { Set($0.map { $0.lowercased() }).sorted() },
+      allowedExtensions: configuration.allowedExtensions.map {
+        Set($0.map { $0.lowercased() }).sorted()
+      },
       maximumFileSize: configuration.maximumFileSize,
       maximumConcurrentUploads: configuration.maximumConcurrentUploads,
       strings: settings.strings.isEmpty ? nil : settings.strings)

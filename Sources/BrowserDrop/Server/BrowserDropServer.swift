@@ -235,7 +235,9 @@ public actor BrowserDropServer {
   /// in flight still have to write). On success the upload is in flight and `.uploadStarted`
   /// has been sent.
   func admit(_ path: UploadPath, size: Int, freeBytes: Int?) -> Result<UploadTicket, Refusal> {
-    guard phase == .listening else { return .failure(Refusal(.writeFailed, "The session is not accepting uploads.")) }
+    guard phase == .listening else {
+      return .failure(Refusal(.writeFailed, "The session is not accepting uploads."))
+    }
     if let conflict = index.conflict(for: path) { return .failure(conflict) }
     if let freeBytes {
       let pending = inFlight.values.reduce(0) { $0 + max(0, $1.upload.size - $1.counter.bytes) }

@@ -29,7 +29,9 @@ struct Connection {
   }
 
   /// Reads until the blank line ending the head. `nil` when the peer closed first.
-  private func readHead(into buffer: UnsafeMutableRawBufferPointer) async throws
+  private func readHead(
+    into buffer: UnsafeMutableRawBufferPointer
+  ) async throws
     -> (RequestHead, Int, Int)?
   {
     let deadline = ContinuousClock.now + idleTimeout
@@ -81,7 +83,9 @@ struct Connection {
     }
   }
 
-  private func receiveUpload(head: RequestHead, query: Substring, leftover: UnsafeRawBufferPointer)
+  private func receiveUpload(
+    head: RequestHead, query: Substring, leftover: UnsafeRawBufferPointer
+  )
     async throws
   {
     let size = head.contentLength ?? 0
@@ -103,7 +107,8 @@ struct Connection {
       return cbd_free_bytes(stagingPath, &free) == 0 ? Int(clamping: free) : nil
     }
     let ticket = try await server.admit(path, size: size, freeBytes: freeBytes).get()
-    let outcome = await receiveBody(of: ticket, expectsContinue: head.expectsContinue, leftover: leftover)
+    let outcome = await receiveBody(
+      of: ticket, expectsContinue: head.expectsContinue, leftover: leftover)
     switch outcome {
     case .success(let response):
       try? await socket.write(response, deadline: ContinuousClock.now + idleTimeout)
@@ -137,7 +142,9 @@ struct Connection {
     guard fd >= 0 else {
       let reason = String(cString: strerror(errno))
       return .failure(
-        BodyFailure(reason: .writeFailed(reason), refusal: Refusal(.writeFailed, "The file couldn't be created: \(reason).")))
+        BodyFailure(
+          reason: .writeFailed(reason),
+          refusal: Refusal(.writeFailed, "The file couldn't be created: \(reason).")))
     }
     var fileOpen = true
     defer { if fileOpen { close(fd) } }
@@ -174,7 +181,9 @@ struct Connection {
             refusal: Refusal(.writeFailed, "The disk filled up while the file was written.")))
       }
       return .failure(
-        BodyFailure(reason: .writeFailed(error.reason), refusal: Refusal(.writeFailed, "The file couldn't be written: \(error.reason).")))
+        BodyFailure(
+          reason: .writeFailed(error.reason),
+          refusal: Refusal(.writeFailed, "The file couldn't be written: \(error.reason).")))
     } catch is Reactor.WaitError {
       return .failure(BodyFailure(reason: .timedOut))
     } catch is CancellationError {
@@ -189,7 +198,8 @@ struct Connection {
     let partial = ticket.partialPath
     let fileExtension = ticket.path.fileExtension
     fileOpen = false
-    let finishing = await BlockingPool.shared.run { () -> Result<ContentInspector.Finding, SystemError> in
+    let finishing = await BlockingPool.shared.run {
+      () -> Result<ContentInspector.Finding, SystemError> in
       defer { close(fd) }
       if durable, fsync(fd) != 0 { return .failure(SystemError(call: "fsync", code: errno)) }
       return .success(inspector.inspect(fd: fd, fileExtension: fileExtension))
@@ -199,7 +209,9 @@ struct Connection {
     case .success(let value): finding = value
     case .failure(let error):
       return .failure(
-        BodyFailure(reason: .writeFailed(error.reason), refusal: Refusal(.writeFailed, "The file couldn't be flushed to disk: \(error.reason).")))
+        BodyFailure(
+          reason: .writeFailed(error.reason),
+          refusal: Refusal(.writeFailed, "The file couldn't be flushed to disk: \(error.reason).")))
     }
     if let refusal = finding.refusal {
       return .failure(
@@ -216,7 +228,8 @@ struct Connection {
     case .failure(let refusal):
       // `store` has already reported the failure; only the partial file is left to remove.
       unlink(partial)
-      try? await socket.write(Response.refusal(refusal), deadline: ContinuousClock.now + idleTimeout)
+      try? await socket.write(
+        Response.refusal(refusal), deadline: ContinuousClock.now + idleTimeout)
       return .success([])
     }
   }

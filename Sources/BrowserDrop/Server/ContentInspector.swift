@@ -23,7 +23,8 @@ struct ContentInspector: Sendable {
   /// policy is `.off`. A missing or broken database fails here, before the server listens.
   static func load(policy: ContentPolicy) async throws(BrowserDropError) -> ContentInspector {
     guard policy.sniffsContent else { return ContentInspector(policy: policy, sniffer: nil) }
-    let sniffer = try await BlockingPool.shared.run { () throws(BrowserDropError) -> ContentSniffer in
+    let sniffer = try await BlockingPool.shared.run {
+      () throws(BrowserDropError) -> ContentSniffer in
       try shared.withLock { cached throws(BrowserDropError) in
         if let cached { return cached }
         let loaded = try ContentSniffer()

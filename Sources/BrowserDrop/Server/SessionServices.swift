@@ -52,9 +52,9 @@ final class SessionServices: Sendable {
           let fd: Int32?
           do throws(SystemError) {
             fd = try listener.acceptNow()
-          } catch where [ECONNABORTED, EPROTO, EPERM].contains(error.code) {
+          } catch  where [ECONNABORTED, EPROTO, EPERM].contains(error.code) {
             continue
-          } catch where [EMFILE, ENFILE, ENOBUFS, ENOMEM].contains(error.code) {
+          } catch  where [EMFILE, ENFILE, ENOBUFS, ENOMEM].contains(error.code) {
             // Out of descriptors or memory: wait for a connection to end rather than spin.
             try? await Task.sleep(for: .milliseconds(50))
             break
@@ -63,7 +63,9 @@ final class SessionServices: Sendable {
           }
           guard let fd else { break }
           let socket = Socket(fd: fd)
-          guard activeConnections.add(1, ordering: .relaxed).newValue <= configuration.maximumConnections
+          guard
+            activeConnections.add(1, ordering: .relaxed).newValue
+              <= configuration.maximumConnections
           else {
             activeConnections.subtract(1, ordering: .relaxed)
             socket.close()

@@ -88,7 +88,8 @@ enum PercentDecoding {
     var iterator = text.utf8.makeIterator()
     while let byte = iterator.next() {
       if byte == UInt8(ascii: "%") {
-        guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue)
+        guard let high = iterator.next().flatMap(hexValue),
+          let low = iterator.next().flatMap(hexValue)
         else { return nil }
         bytes.append(high << 4 | low)
       } else {

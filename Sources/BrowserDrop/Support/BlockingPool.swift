@@ -21,7 +21,9 @@ final class BlockingPool: @unchecked Sendable {
   }
 
   /// Runs `body` on one of the pool's threads and returns its result.
-  func run<T: Sendable, E: Error>(_ body: @escaping @Sendable () throws(E) -> T) async throws(E)
+  func run<T: Sendable, E: Error>(
+    _ body: @escaping @Sendable () throws(E) -> T
+  ) async throws(E)
     -> T
   {
     let result: Result<T, E> = await withCheckedContinuation { continuation in

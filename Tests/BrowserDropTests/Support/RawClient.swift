@@ -29,7 +29,8 @@ struct RawClient {
 
   /// Connects to 127.0.0.1:`port`.
   static func connect(port: Int) async throws -> RawClient {
-    let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue), 0)
+    let fd = Glibc.socket(
+      AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue), 0)
     #expect(fd >= 0)
     let socket = Socket(fd: fd)
     var address = SocketAddress.ipv4("127.0.0.1", port: port)!
@@ -111,15 +112,19 @@ struct RawClient {
     let bodyStart = end + 4
     let length = Int(headers["content-length"] ?? "0") ?? 0
     if bytes.count - bodyStart < length {
-      return requireBody ? nil : HTTPReply(status: status, headers: headers, body: Array(bytes[bodyStart...]))
+      return requireBody
+        ? nil : HTTPReply(status: status, headers: headers, body: Array(bytes[bodyStart...]))
     }
-    return HTTPReply(status: status, headers: headers, body: Array(bytes[bodyStart..<(bodyStart + length)]))
+    return HTTPReply(
+      status: status, headers: headers, body: Array(bytes[bodyStart..<(bodyStart + length)]))
   }
 
   private static func findHeadEnd(_ bytes: [UInt8]) -> Int? {
     guard bytes.count >= 4 else { return nil }
     for index in 0...(bytes.count - 4)
-    where bytes[index] == 13 && bytes[index + 1] == 10 && bytes[index + 2] == 13 && bytes[index + 3] == 10 {
+    where bytes[index] == 13 && bytes[index + 1] == 10 && bytes[index + 2] == 13
+      && bytes[index + 3] == 10
+    {
       return index
     }
     return nil
@@ -147,7 +152,8 @@ enum Requests {
 
   static func encode(_ path: String) -> String {
     path.split(separator: "/", omittingEmptySubsequences: false).map {
-      $0.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~")))!
+      $0.addingPercentEncoding(
+        withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~")))!
     }.joined(separator: "/")
   }
 }

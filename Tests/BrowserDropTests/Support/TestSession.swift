@@ -6,7 +6,10 @@ import Testing
 /// Collects a server's events so tests can wait for the ones they expect, with a bound.
 actor EventLog {
   private(set) var events: [Event] = []
-  private var waiters: [UInt64: (predicate: @Sendable ([Event]) -> Bool, continuation: CheckedContinuation<[Event], any Error>)] = [:]
+  private var waiters:
+    [UInt64: (
+      predicate: @Sendable ([Event]) -> Bool, continuation: CheckedContinuation<[Event], any Error>
+    )] = [:]
   private var nextWaiter: UInt64 = 0
   private var ended = false
 
@@ -59,7 +62,9 @@ actor EventLog {
   }
 
   var failed: [(Upload, FailureReason)] {
-    events.compactMap { if case .uploadFailed(let upload, let reason) = $0 { (upload, reason) } else { nil } }
+    events.compactMap {
+      if case .uploadFailed(let upload, let reason) = $0 { (upload, reason) } else { nil }
+    }
   }
 }
 
@@ -82,7 +87,8 @@ struct TestSession {
   static func start(
     _ configure: (inout BrowserDropServer.Configuration) -> Void = { _ in }
   ) async throws -> TestSession {
-    let root = FileManager.default.temporaryDirectory.appending(path: "bd-test-\(UUID().uuidString)")
+    let root = FileManager.default.temporaryDirectory.appending(
+      path: "bd-test-\(UUID().uuidString)")
     var configuration = BrowserDropServer.Configuration()
     configuration.port = 0
     configuration.bindAddress = "127.0.0.1"
@@ -108,9 +114,11 @@ struct TestSession {
     try await upload(encodedPath: Requests.encode(path), body, extra: extra)
   }
 
-  func upload(encodedPath: String, _ body: [UInt8], extra: [String] = []) async throws -> HTTPReply {
+  func upload(encodedPath: String, _ body: [UInt8], extra: [String] = []) async throws -> HTTPReply
+  {
     let client = try await client()
-    try await client.send(Requests.uploadHead(port: port, encodedPath: encodedPath, length: body.count, extra: extra))
+    try await client.send(
+      Requests.uploadHead(port: port, encodedPath: encodedPath, length: body.count, extra: extra))
     try? await client.send(body)
     return try await client.readReply()
   }
@@ -135,7 +143,8 @@ struct TestSession {
       var isDirectory: ObjCBool = false
       _ = FileManager.default.fileExists(atPath: base + "/" + relative, isDirectory: &isDirectory)
       if !isDirectory.boolValue {
-        result[relative] = (try? [UInt8](Data(contentsOf: URL(fileURLWithPath: base + "/" + relative)))) ?? []
+        result[relative] =
+          (try? [UInt8](Data(contentsOf: URL(fileURLWithPath: base + "/" + relative)))) ?? []
       }
     }
     return result
@@ -146,7 +155,8 @@ struct TestSession {
     let names = (try? FileManager.default.contentsOfDirectory(atPath: root.path)) ?? []
     var entries: [String] = []
     for name in names where name.hasSuffix(".incoming") {
-      entries += (try? FileManager.default.contentsOfDirectory(atPath: root.path + "/" + name)) ?? []
+      entries +=
+        (try? FileManager.default.contentsOfDirectory(atPath: root.path + "/" + name)) ?? []
     }
     return entries
   }
