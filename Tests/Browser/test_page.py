@@ -1,6 +1,8 @@
 """The bundled upload page against the real server, in headless Chromium."""
 
 import json
+import os
+import time
 
 from conftest import ENGLISH, assert_same_files, write_file
 
@@ -155,7 +157,7 @@ def test_too_large_refused_by_server_413(start_host, page, tmp_path):
     host = start_host("--max-file-size", "100000")
     page.driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": HIDE_LIMIT})
     small = write_file(tmp_path / "ok.bin", 5_000)
-    big = write_file(tmp_path / "huge.bin", 300_000)
+    big = write_file(tmp_path / "huge.bin", 8_000_000)  # larger than socket buffers
     page.open(host.url)
     assert page.js("return document.getElementById('file-input') !== null")
     page.choose_files([small, big])
@@ -169,10 +171,21 @@ def test_too_large_refused_by_server_413(start_host, page, tmp_path):
     assert_same_files({"ok.bin": small}, host.finish())
 
 
+COUNT_UPLOADS = """
+window.uploadRequests = 0;
+const realOpen = XMLHttpRequest.prototype.open;
+XMLHttpRequest.prototype.open = function (method, url, ...rest) {
+  if (String(url).startsWith('upload?')) window.uploadRequests += 1;
+  return realOpen.call(this, method, url, ...rest);
+};
+"""
+
+
 def test_not_enough_space_and_retry_failed(start_host, page, tmp_path):
     # Asking the server to keep a petabyte free makes every upload answer 507.
     host = start_host("--reserved-free-space", str(10**15))
     one = write_file(tmp_path / "one.txt", text="1")
+    page.driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": COUNT_UPLOADS})
     page.open(host.url)
     page.choose_files([one])
     page.wait_settled(1)
@@ -180,8 +193,10 @@ def test_not_enough_space_and_retry_failed(start_host, page, tmp_path):
     assert (row["state"], row["reason"]) == ("failed", ENGLISH["notEnoughSpace"])
     assert page.visible("retry") and page.text("retry") == ENGLISH["retry"]
     assert not page.visible("done")
+    # A 507 comes back within milliseconds: count the upload requests the page sends instead.
+    assert page.js("return window.uploadRequests") == 1
     page.driver.find_element("id", "retry").click()
-    page.wait(lambda d: page.rows()[0]["state"] != "failed" or page.notice(), 5, "the retry to start")
+    page.wait(lambda d: page.js("return window.uploadRequests") == 2, 10, "the retry to be sent")
     page.wait_settled(1)
     assert page.rows()[0]["reason"] == ENGLISH["notEnoughSpace"]
     host.send("cancel")
@@ -218,11 +233,13 @@ def test_suspend_mid_queue_then_resume(start_host, page, tmp_path):
     host.wait_for("suspended", timeout=30)
     finished_before = len(host.of("uploadFinished"))
     assert finished_before < count, "the queue ended before the suspend: make it longer"
+    print(f"suspended after {finished_before} of {count} files")
 
     page.wait(lambda d: page.notice() in (ENGLISH["waitingForDevice"], ENGLISH["deviceUnreachable"]),
               15, "the page to notice the device is gone")
     page.wait(lambda d: page.notice() == ENGLISH["deviceUnreachable"], 20,
               "the page to say the device can't be reached")
+    page.screenshot("page-device-unreachable.png", 1000, full=False)
     assert page.text("summary") != summary(count, count)
     assert not any(r["state"] == "failed" for r in page.rows()), "lost connections are not failures"
 
@@ -256,9 +273,10 @@ def test_custom_strings_title_language_and_accent(start_host, page, tmp_path):
         assert english not in body
 
     # The accent colours the main button and the progress bars; text on it stays readable.
-    assert page.js(
+    # (The button eases into the new colour over 140 ms, so wait for the end of the transition.)
+    page.wait(lambda d: page.js(
         "return getComputedStyle(document.getElementById('choose-files')).backgroundColor"
-    ) == "rgb(255, 136, 0)"
+    ) == "rgb(255, 136, 0)", 5, "the accent colour on the main button")
     assert page.js(
         "return getComputedStyle(document.getElementById('choose-files')).color"
     ) == "rgb(15, 18, 32)"
@@ -387,3 +405,68 @@ def test_contrast_light_and_dark_and_screenshots(start_host, page, tmp_path):
     )
     assert page.js("return document.documentElement.scrollWidth") <= 360
     host.wait_count("uploadFinished", 5, timeout=15)
+
+
+def test_config_unreachable_then_recovers(start_host, page, tmp_path):
+    """config.json can't be fetched: loadError is shown, and the page recovers on its own."""
+    host = start_host()
+    page.driver.execute_cdp_cmd("Network.enable", {})
+    page.driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["*config.json*"]})
+    page.driver.get(host.url)
+    page.wait(lambda d: page.notice() == ENGLISH["loadError"], 10, "the load error")
+    assert page.js("return document.getElementById('choose-files').disabled")
+    page.driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
+    page.wait(lambda d: page.js("return document.documentElement.dataset.ready === '1'"), 15,
+              "the page to load config.json once it is reachable")
+    assert page.notice() == ""
+    assert not page.js("return document.getElementById('choose-files').disabled")
+
+
+def browser_rss(driver):
+    """Resident memory, in bytes, of every process under the chromedriver this test started."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as handle:
+                    parent = int(handle.read().rsplit(")", 1)[1].split()[1])
+                children.setdefault(parent, []).append(int(entry))
+            except (OSError, ValueError, IndexError):
+                pass
+    total, pending = 0, list(children.get(driver.service.process.pid, []))
+    while pending:
+        pid = pending.pop()
+        pending.extend(children.get(pid, []))
+        try:
+            with open(f"/proc/{pid}/status") as handle:
+                for line in handle:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1]) * 1024
+        except OSError:
+            pass
+    return total
+
+
+def test_large_file_streams_without_memory_growth(start_host, page, tmp_path):
+    """A 1 GiB file: the browser's memory stays flat while it uploads (send(file) streams it)."""
+    host = start_host()
+    big = tmp_path / "big.bin"
+    with open(big, "wb") as handle:  # sparse: quick to make, read back as zeros
+        handle.truncate(1 << 30)
+    page.open(host.url)
+    before = browser_rss(page.driver)
+    page.choose_files([big])
+    peak = before
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        peak = max(peak, browser_rss(page.driver))
+        if page.rows() and page.rows()[0]["state"] in ("uploaded", "failed"):
+            break
+        time.sleep(0.2)
+    page.wait_settled(1, timeout=5)
+    assert page.rows()[0]["state"] == "uploaded"
+    growth = peak - before
+    print(f"browser RSS before {before >> 20} MiB, peak {peak >> 20} MiB")
+    assert growth < 256 << 20, f"the browser grew by {growth >> 20} MiB for a 1 GiB upload"
+    host.wait_count("uploadFinished", 1, timeout=30)
+    assert_same_files({"big.bin": big}, host.finish())

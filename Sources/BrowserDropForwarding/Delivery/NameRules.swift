@@ -1,0 +1,66 @@
+/// Names at the destination: Windows-safe mapping, Finder-style numbering, temporary names.
+enum NameRules {
+  private static let reserved: Set<String> = {
+    var names: Set<String> = ["CON", "PRN", "AUX", "NUL"]
+    for digit in 1...9 {
+      names.insert("COM\(digit)")
+      names.insert("LPT\(digit)")
+    }
+    return names
+  }()
+
+  /// `name` changed only as far as a Windows share needs: `: * ? " < > | \` and control
+  /// characters become `_`, trailing dots and spaces become `_`, and a reserved device name
+  /// (`CON`, `con.txt`, `LPT1`…) gets a leading `_`.
+  static func windowsSafe(_ name: String) -> String {
+    var scalars = String.UnicodeScalarView()
+    for scalar in name.unicodeScalars {
+      if scalar.value < 0x20 || ":*?\"<>|\\".unicodeScalars.contains(scalar) {
+        scalars.append("_")
+      } else {
+        scalars.append(scalar)
+      }
+    }
+    var trailing = 0
+    while let last = scalars.last, last == "." || last == " " {
+      scalars.removeLast()
+      trailing += 1
+    }
+    var result = String(scalars) + String(repeating: "_", count: trailing)
+    let stem = result.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)[0]
+    if reserved.contains(stem.trimmingTrailingSpaces().uppercased()) { result = "_" + result }
+    return result
+  }
+
+  /// The `number`th candidate for a name: `report.pdf`, `report 2.pdf`, `report 3.pdf`…
+  /// Folders and names without an extension are numbered at the end: `photos 2`.
+  static func numbered(_ name: String, _ number: Int, isDirectory: Bool) -> String {
+    guard number > 1 else { return name }
+    if !isDirectory, let dot = name.lastIndex(of: "."), dot != name.startIndex,
+      name.index(after: dot) != name.endIndex
+    {
+      return "\(name[..<dot]) \(number)\(name[dot...])"
+    }
+    return "\(name) \(number)"
+  }
+
+  /// A hidden, Windows-safe temporary name for a source file, the same on every run so a
+  /// resumed delivery overwrites what an interrupted one left behind.
+  static func temporaryName(for source: String) -> String {
+    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+    for byte in source.utf8 {
+      hash ^= UInt64(byte)
+      hash &*= 0x100_0000_01b3
+    }
+    let hex = String(hash, radix: 16)
+    return ".browserdrop-" + String(repeating: "0", count: 16 - hex.count) + hex + ".part"
+  }
+}
+
+extension Substring {
+  fileprivate func trimmingTrailingSpaces() -> Substring {
+    var text = self
+    while text.last == " " { text.removeLast() }
+    return text
+  }
+}

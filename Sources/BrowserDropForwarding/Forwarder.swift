@@ -1,0 +1,84 @@
+public import Foundation
+
+/// Delivers a finished folder to a ``Destination``, file by file, without losing or duplicating
+/// anything.
+///
+/// Each file is streamed in bounded chunks to a hidden temporary name next to its final place,
+/// then moved into place only when complete; the final name is chosen race-free under the
+/// ``CollisionPolicy``. A manifest inside the source folder records what arrived, so calling
+/// again after a failure finishes the job without sending a file twice. The source folder is
+/// removed only once every file has arrived and its size (or SHA-256) has been checked.
+public struct Forwarder: Sendable {
+  /// A forwarder. It holds no state; one is as good as another.
+  public init() {}
+
+  /// Delivers `folder` into `destination` and returns what happened.
+  ///
+  /// Cancelling the calling task stops at the next chunk; files already in place stay, and the
+  /// next call finishes the rest.
+  /// - Parameters:
+  ///   - progress: Called after every chunk and every file; the delivery waits for it.
+  /// - Throws: ``ForwardFailure`` (or `CancellationError`).
+  public func forward(
+    folder: URL, to destination: some Destination, policy: CollisionPolicy = .rename,
+    verify: Verification = .size,
+    progress: @escaping @Sendable (ForwardProgress) async -> Void = { _ in }
+  ) async throws -> ForwardReport {
+    guard let backend = destination as? any DestinationBackend else {
+      throw ForwardFailure(kind: .invalidDestination, place: .address(destination.description))
+    }
+    let folderPath = folder.standardizedFileURL.path
+    let tree = try await SourceTree.scan(folderPath)
+    let manifest = try await Manifest.load(
+      folder: folderPath, destination: backend.manifestIdentity)
+    let fileSystem = try await backend.open()
+    var run = DeliveryRun(
+      fileSystem: fileSystem, policy: policy, verify: verify, reportProgress: progress,
+      manifest: manifest,
+      progress: ForwardProgress(
+        completedFiles: 0, totalFiles: tree.fileCount, completedBytes: 0,
+        totalBytes: tree.byteCount))
+    do {
+      await progress(run.progress)
+      try await run.deliver(tree.root, into: [])
+    } catch {
+      await fileSystem.close()
+      throw error
+    }
+    await fileSystem.close()
+    try await DedicatedThread.localIO.run {
+      do { try FileManager.default.removeItem(atPath: folderPath) } catch {
+        throw ForwardFailure(kind: .sourceUnreadable, place: .source, item: folderPath, errno: EIO)
+      }
+    }
+    return ForwardReport(
+      destination: destination.description, files: run.delivered, renames: run.renames,
+      resumedFiles: run.resumed, bytesSent: run.bytesSent)
+  }
+
+  /// Delivers `folder` into `destination`, as a stream of progress ending with the report.
+  ///
+  /// The stream throws ``ForwardFailure`` (or `CancellationError`). Stopping iteration cancels
+  /// the delivery. If the consumer falls behind, older progress values are dropped; the final
+  /// ``ForwardEvent/finished(_:)`` never is.
+  public func deliver(
+    folder: URL, to destination: some Destination, policy: CollisionPolicy = .rename,
+    verify: Verification = .size
+  ) -> AsyncThrowingStream<ForwardEvent, any Error> {
+    let (stream, continuation) = AsyncThrowingStream<ForwardEvent, any Error>.makeStream(
+      bufferingPolicy: .bufferingNewest(64))
+    let task = Task {
+      do {
+        let report = try await forward(
+          folder: folder, to: destination, policy: policy, verify: verify
+        ) { continuation.yield(.progress($0)) }
+        continuation.yield(.finished(report))
+        continuation.finish()
+      } catch {
+        continuation.finish(throwing: error)
+      }
+    }
+    continuation.onTermination = { _ in task.cancel() }
+    return stream
+  }
+}

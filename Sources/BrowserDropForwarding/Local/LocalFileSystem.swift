@@ -1,0 +1,221 @@
+import Foundation
+import Glibc
+
+/// A folder on this computer as a ``DestinationFileSystem``. Blocking calls (copying, `fsync`)
+/// run on ``DedicatedThread/localIO``.
+struct LocalFileSystem: DestinationFileSystem {
+  /// Bytes per `copy_file_range` job: large enough to keep the kernel busy, small enough for
+  /// timely progress and cancellation.
+  static let chunkSize = 64 << 20
+
+  let root: String
+  var place: ForwardFailure.Place { .local(directory: root) }
+  var restrictsNames: Bool { false }
+
+  private func path(_ relative: RelativePath) -> String {
+    relative.isEmpty ? root : root + "/" + relative.joined(separator: "/")
+  }
+
+  private func failure(
+    _ error: SystemError, _ operation: ForwardFailure.Operation, _ relative: RelativePath
+  ) -> ForwardFailure {
+    ForwardFailure.from(
+      errno: error.code, during: operation, at: place, item: relative.joined(separator: "/"))
+  }
+
+  /// Creates the folder and its parents when missing.
+  func connect() async throws {
+    try await DedicatedThread.localIO.run { [root, place] in
+      do {
+        try FileManager.default.createDirectory(
+          atPath: root, withIntermediateDirectories: true)
+      } catch {
+        let code = ((error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError)?.code
+        throw ForwardFailure.from(errno: Int32(code ?? Int(EIO)), during: .modify, at: place)
+      }
+    }
+  }
+
+  func entry(at relative: RelativePath) async throws -> EntryKind? {
+    try await DedicatedThread.localIO.run { [self] in
+      var info = stat()
+      guard lstat(path(relative), &info) == 0 else {
+        if errno == ENOENT { return nil }
+        throw failure(.last("lstat"), .inspect, relative)
+      }
+      return info.st_mode & S_IFMT == S_IFDIR ? .directory : .file(size: Int64(info.st_size))
+    }
+  }
+
+  func makeDirectory(at relative: RelativePath) async throws -> Bool {
+    try await DedicatedThread.localIO.run { [self] in
+      guard mkdir(path(relative), 0o755) == 0 else {
+        if errno == EEXIST { return false }
+        throw failure(.last("mkdir"), .modify, relative)
+      }
+      try syncDirectory(of: relative)
+      return true
+    }
+  }
+
+  func upload(
+    _ source: SourceFile, to temporary: RelativePath, progress: @Sendable (Int64) async -> Void
+  ) async throws {
+    let input = try await Self.openSource(source)
+    defer { Glibc.close(input) }
+    let output = try await DedicatedThread.localIO.run { [self] in
+      let fd = Glibc.open(path(temporary), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+      guard fd >= 0 else { throw failure(.last("open"), .modify, source.relative) }
+      return fd
+    }
+    do {
+      defer { Glibc.close(output) }
+      var offset: Int64 = 0
+      while true {
+        try Task.checkCancellation()
+        let copied = try await DedicatedThread.localIO.run { [self, offset] in
+          do throws(SystemError) {
+            return try Self.copy(from: input, to: output, at: offset, upTo: Self.chunkSize)
+          } catch {
+            throw failure(error, .transfer, source.relative)
+          }
+        }
+        if copied == 0 { break }
+        offset += Int64(copied)
+        await progress(offset)
+      }
+      // The bytes must be durable before the name appears and before the source is removed.
+      try await DedicatedThread.localIO.run { [self] in
+        guard fsync(output) == 0 else { throw failure(.last("fsync"), .transfer, source.relative) }
+      }
+    } catch {
+      await removeQuietly(temporary)
+      throw error
+    }
+  }
+
+  /// Copies up to `limit` bytes in the kernel (`sendfile`), falling back to read/write where it
+  /// cannot work. Returns 0 at end of file.
+  private static func copy(from input: Int32, to output: Int32, at offset: Int64, upTo limit: Int)
+    throws(SystemError) -> Int
+  {
+    var total = 0
+    var inputOffset = off_t(offset)
+    guard lseek(output, off_t(offset), SEEK_SET) >= 0 else { throw .last("lseek") }
+    while total < limit {
+      let count = sendfile(output, input, &inputOffset, limit - total)
+      if count > 0 {
+        total += count
+        continue
+      }
+      if count == 0 { break }
+      switch errno {
+      case EINTR: continue
+      case EXDEV, EINVAL, ENOSYS, EOPNOTSUPP, EBADF:
+        return try total + readWrite(from: input, to: output, at: Int64(inputOffset), upTo: limit - total)
+      default: throw .last("sendfile")
+      }
+    }
+    return total
+  }
+
+  private static func readWrite(from input: Int32, to output: Int32, at offset: Int64, upTo limit: Int)
+    throws(SystemError) -> Int
+  {
+    let buffer = ChunkBuffer(capacity: min(limit, 1 << 20))
+    try buffer.fill(from: input, at: offset)
+    var written = 0
+    while written < buffer.count {
+      written += try retryingEINTR("pwrite") {
+        pwrite(output, buffer.bytes.baseAddress! + written, buffer.count - written,
+          off_t(offset) + off_t(written))
+      }
+    }
+    return buffer.count
+  }
+
+  func install(_ temporary: RelativePath, at final: RelativePath, replacing: Bool) async throws
+    -> Bool
+  {
+    try await DedicatedThread.localIO.run { [self] in
+      if replacing {
+        guard rename(path(temporary), path(final)) == 0 else {
+          throw failure(.last("rename"), .modify, final)
+        }
+      } else {
+        // link(2) never overwrites: the name check and the install are one atomic step.
+        guard link(path(temporary), path(final)) == 0 else {
+          if errno == EEXIST { return false }
+          throw failure(.last("link"), .modify, final)
+        }
+        unlink(path(temporary))
+      }
+      try syncDirectory(of: final)
+      return true
+    }
+  }
+
+  private func syncDirectory(of relative: RelativePath) throws {
+    let fd = Glibc.open(path(Array(relative.dropLast())), O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    guard fd >= 0 else { throw failure(.last("open"), .modify, relative) }
+    defer { Glibc.close(fd) }
+    guard fsync(fd) == 0 else { throw failure(.last("fsync"), .modify, relative) }
+  }
+
+  func removeQuietly(_ relative: RelativePath) async {
+    _ = try? await DedicatedThread.localIO.run { [self] in unlink(path(relative)) }
+  }
+
+  func sha256(at relative: RelativePath) async throws -> [UInt8] {
+    try await Self.sha256(ofFile: path(relative), failure: { failure($0, .inspect, relative) })
+  }
+
+  func close() async {}
+
+  // MARK: Source files (shared with the SMB destination)
+
+  /// Opens a source file for reading on the local I/O thread.
+  static func openSource(_ source: SourceFile) async throws -> Int32 {
+    try await DedicatedThread.localIO.run {
+      let fd = Glibc.open(source.absolutePath, O_RDONLY | O_CLOEXEC)
+      guard fd >= 0 else {
+        throw ForwardFailure(
+          kind: .sourceUnreadable, place: .source, item: source.relativeText, errno: errno)
+      }
+      return fd
+    }
+  }
+
+  /// Fills `buffer` from a source file on the read-ahead thread.
+  static func fill(_ buffer: ChunkBuffer, from fd: Int32, at offset: Int64, source: SourceFile)
+    async throws
+  {
+    try await DedicatedThread.readAhead.run {
+      do throws(SystemError) { try buffer.fill(from: fd, at: offset) } catch {
+        throw ForwardFailure(
+          kind: .sourceUnreadable, place: .source, item: source.relativeText, errno: error.code)
+      }
+    }
+  }
+
+  /// The SHA-256 digest of a local file, read on the read-ahead thread.
+  static func sha256(ofFile path: String, failure: @escaping @Sendable (SystemError) -> ForwardFailure)
+    async throws -> [UInt8]
+  {
+    try await DedicatedThread.readAhead.run {
+      let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+      guard fd >= 0 else { throw failure(.last("open")) }
+      defer { Glibc.close(fd) }
+      let buffer = ChunkBuffer(capacity: 1 << 20)
+      var digest = SHA256()
+      var offset: Int64 = 0
+      while true {
+        do throws(SystemError) { try buffer.fill(from: fd, at: offset) } catch { throw failure(error) }
+        if buffer.count == 0 { break }
+        digest.update(UnsafeRawBufferPointer(rebasing: buffer.bytes[..<buffer.count]))
+        offset += Int64(buffer.count)
+      }
+      return digest.finalize()
+    }
+  }
+}

@@ -1,0 +1,173 @@
+internal import CSMBClient
+import Glibc
+
+/// One libsmbclient context for one delivery, so a connection is never reused across a host and
+/// port it was not opened for (libsmbclient's connection cache ignores the port).
+///
+/// `@unchecked Sendable`: every method must run on ``DedicatedThread/smb``; the library is not
+/// thread-safe even with a context per thread.
+final class SMBContext: @unchecked Sendable {
+  private let context: UnsafeMutablePointer<SMBCCTX>
+  private let credentials: Credentials
+  private let baseURL: String
+
+  /// Creates and initialises a context for `destination`. Runs on the SMB thread.
+  init(for destination: SMBDestination) throws(SystemError) {
+    guard let context = smbc_new_context() else { throw SystemError.last("smbc_new_context") }
+    self.context = context
+    self.credentials = destination.credentials
+    self.baseURL = "smb://\(destination.host):\(destination.port)/" + SMBURL.encode(destination.share)
+
+    smbc_setDebug(context, 0)
+    smbc_setLogCallback(context, nil, SMBLog.callback)
+    smbc_setOptionUserData(context, Unmanaged.passUnretained(self).toOpaque())
+    smbc_setFunctionAuthDataWithContext(context, SMBContext.authenticate)
+    // Otherwise a rejected password silently falls back to guest and guest shares "work".
+    smbc_setOptionNoAutoAnonymousLogin(context, credentials.isGuest ? 0 : 1)
+    smbc_setOptionUseKerberos(context, 0)
+    smbc_setOptionFallbackAfterKerberos(context, 1)
+    smbc_setPort(context, UInt16(clamping: destination.port))
+    guard smbc_init_context(context) != nil else {
+      let error = SystemError.last("smbc_init_context")
+      smbc_free_context(context, 1)
+      throw error
+    }
+    let options = destination.options
+    smbc_setTimeout(context, options.timeoutMilliseconds)
+    smbc_setOptionProtocols(
+      context, options.minimumProtocol.rawValue, options.maximumProtocol.rawValue)
+    let level: smbc_smb_encrypt_level =
+      switch options.encryption {
+      case .off: SMBC_ENCRYPTLEVEL_NONE
+      case .requested: SMBC_ENCRYPTLEVEL_REQUEST
+      case .required: SMBC_ENCRYPTLEVEL_REQUIRE
+      }
+    smbc_setOptionSmbEncryptionLevel(context, level)
+  }
+
+  /// libsmbclient asks for credentials per server and share; answer from ``Credentials``.
+  private static let authenticate: smbc_get_auth_data_with_context_fn = {
+    context, _, _, workgroup, workgroupLength, username, usernameLength, password, passwordLength in
+    guard let context, let data = smbc_getOptionUserData(context) else { return }
+    let owner = Unmanaged<SMBContext>.fromOpaque(data).takeUnretainedValue()
+    let credentials = owner.credentials
+    if let workgroup, !credentials.workgroup.isEmpty {
+      copy(credentials.workgroup, into: workgroup, capacity: Int(workgroupLength))
+    }
+    if let username { copy(credentials.username, into: username, capacity: Int(usernameLength)) }
+    if let password { credentials.password.copy(into: password, capacity: Int(passwordLength)) }
+  }
+
+  private static func copy(_ text: String, into buffer: UnsafeMutablePointer<CChar>, capacity: Int) {
+    guard capacity > 0 else { return }
+    let bytes = Array(text.utf8.prefix(capacity - 1))
+    for (index, byte) in bytes.enumerated() { buffer[index] = CChar(bitPattern: byte) }
+    buffer[bytes.count] = 0
+  }
+
+  /// The URL of `path` under the destination's share, every component percent-encoded.
+  func url(_ path: RelativePath) -> String {
+    path.isEmpty ? baseURL + "/" : baseURL + "/" + path.map(SMBURL.encode).joined(separator: "/")
+  }
+
+  /// `stat`s the share's root with the library's log captured, so an `EACCES` can be told apart:
+  /// a rejected sign-in logs "SPNEGO login failed" at level 3; a denied share does not.
+  func probeShare() -> (errno: Int32, log: [String])? {
+    SMBLog.lines.removeAll()
+    smbc_setDebug(context, 3)
+    defer {
+      smbc_setDebug(context, 0)
+      SMBLog.lines.removeAll()
+    }
+    var info = Glibc.stat()
+    if smbc_getFunctionStat(context)!(context, url([]), &info) == 0 { return nil }
+    return (errno, SMBLog.lines)
+  }
+
+  /// `smbc_stat`.
+  func stat(_ path: RelativePath) throws(SystemError) -> Glibc.stat {
+    var info = Glibc.stat()
+    guard smbc_getFunctionStat(context)!(context, url(path), &info) == 0 else {
+      throw SystemError.last("smbc_stat")
+    }
+    return info
+  }
+
+  /// `smbc_mkdir`.
+  func makeDirectory(_ path: RelativePath) throws(SystemError) {
+    guard smbc_getFunctionMkdir(context)!(context, url(path), 0o755) == 0 else {
+      throw SystemError.last("smbc_mkdir")
+    }
+  }
+
+  /// `smbc_open`.
+  func open(_ path: RelativePath, flags: Int32) throws(SystemError) -> SMBFile {
+    guard let file = smbc_getFunctionOpen(context)!(context, url(path), flags, 0o644) else {
+      throw SystemError.last("smbc_open")
+    }
+    return SMBFile(handle: file)
+  }
+
+  /// `smbc_write` of the whole buffer.
+  func write(_ file: SMBFile, _ bytes: UnsafeRawBufferPointer) throws(SystemError) {
+    var written = 0
+    while written < bytes.count {
+      let count = smbc_getFunctionWrite(context)!(
+        context, file.handle, bytes.baseAddress! + written, bytes.count - written)
+      guard count > 0 else { throw SystemError.last("smbc_write") }
+      written += count
+    }
+  }
+
+  /// `smbc_read`; 0 at end of file.
+  func read(_ file: SMBFile, into bytes: UnsafeMutableRawBufferPointer) throws(SystemError)
+    -> Int
+  {
+    let count = smbc_getFunctionRead(context)!(context, file.handle, bytes.baseAddress, bytes.count)
+    guard count >= 0 else { throw SystemError.last("smbc_read") }
+    return count
+  }
+
+  /// `smbc_close`; its failure means the data may not have arrived.
+  func close(_ file: SMBFile) throws(SystemError) {
+    guard smbc_getFunctionClose(context)!(context, file.handle) == 0 else {
+      throw SystemError.last("smbc_close")
+    }
+  }
+
+  /// `smbc_rename`. It overwrites an existing file (and even an empty folder): callers decide
+  /// the final name first.
+  func rename(_ from: RelativePath, to: RelativePath) throws(SystemError) {
+    guard smbc_getFunctionRename(context)!(context, url(from), context, url(to)) == 0 else {
+      throw SystemError.last("smbc_rename")
+    }
+  }
+
+  /// `smbc_unlink`.
+  func unlink(_ path: RelativePath) throws(SystemError) {
+    guard smbc_getFunctionUnlink(context)!(context, url(path)) == 0 else {
+      throw SystemError.last("smbc_unlink")
+    }
+  }
+
+  /// Ends the connection and frees the context.
+  func free() {
+    smbc_free_context(context, 1)
+  }
+}
+
+/// libsmbclient's log lines, captured instead of printed. Only the SMB thread touches `lines`.
+enum SMBLog {
+  nonisolated(unsafe) static var lines: [String] = []
+
+  static let callback: smbc_debug_callback_fn = { _, _, message in
+    guard let message, lines.count < 200 else { return }
+    lines.append(String(cString: message))
+  }
+}
+
+/// An open libsmbclient file. `@unchecked Sendable`: only used on the SMB thread, like its
+/// context; it is passed between jobs, never used concurrently.
+struct SMBFile: @unchecked Sendable {
+  let handle: OpaquePointer
+}
