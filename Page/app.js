@@ -204,8 +204,8 @@
       state.allowed = new Set(
         config.allowedExtensions.map((e) => String(e).toLowerCase().replace(/^\./, '')),
       );
-      // A hint for the system file picker; the page checks again anyway.
-      ui.fileInput.accept = [...state.allowed].map((e) => '.' + e).join(',');
+      // No `accept` on the file input: some systems grey out files whose extension they can't map
+      // to a MIME type, which would hide files the device takes. The page filters instead.
     }
     if (Number.isFinite(config.maximumFileSize) && config.maximumFileSize >= 0) {
       state.maxSize = config.maximumFileSize;

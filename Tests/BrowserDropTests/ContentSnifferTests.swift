@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import Synchronization
 import Testing
 
@@ -319,39 +320,63 @@ struct ContentSnifferTests {
 
   /// libmagic calls about 1% of random byte strings a DOS executable from their first byte;
   /// none of them may be refused, and none is reported as an executable.
-  @Test func randomBodiesAreNeverRefused() {
-    var generator = SeededGenerator(seed: 0x5EED_B0D1)
-    var dosexec = 0
-    var libmagicExecutables = 0
-    var refused: [String] = []
+  @Test func randomBodiesAreNeverRefused() async {
+    let sniffer = self.sniffer
     let count = 6_000
-    for index in 0..<count {
-      let length: Int
-      switch index % 10 {
-      case 0..<5: length = Int.random(in: 0...512, using: &generator)
-      case 5..<8: length = Int.random(in: 513...8_192, using: &generator)
-      default: length = Int.random(in: 8_193...65_536, using: &generator)
-      }
-      var body = generator.bytes(length)
-      // Every tenth body starts like a DOS header, every tenth like a script line.
-      if index % 10 == 3, body.count >= 2 { body.replaceSubrange(0..<2, with: [0x4D, 0x5A]) }
-      if index % 10 == 7, body.count >= 3 { body.replaceSubrange(0..<3, with: [0x23, 0x21, 0x2F]) }
-      let sniffed = sniffer.sniff(body)
-      if sniffed.libmagicMimeType == "application/x-dosexec" { dosexec += 1 }
-      if sniffed.libmagicMimeType != sniffed.mimeType { libmagicExecutables += 1 }
-      #expect(sniffed.executable == nil)
-      for name in ["song.mp3", "report.pdf", "notes.txt"] {
-        if let refusal = ContentPolicy.rejectDisguised.refusal(for: sniffed, fileName: name) {
-          refused.append("body \(index): \(refusal.message)")
+    let tally = await offTheCooperativePool { () -> RandomBodyTally in
+      var generator = SeededGenerator(seed: 0x5EED_B0D1)
+      var tally = RandomBodyTally()
+      for index in 0..<count {
+        let length: Int
+        switch index % 10 {
+        case 0..<5: length = Int.random(in: 0...512, using: &generator)
+        case 5..<8: length = Int.random(in: 513...8_192, using: &generator)
+        default: length = Int.random(in: 8_193...65_536, using: &generator)
+        }
+        var body = generator.bytes(length)
+        // Every tenth body starts like a DOS header, every tenth like a script line.
+        if index % 10 == 3, body.count >= 2 { body.replaceSubrange(0..<2, with: [0x4D, 0x5A]) }
+        if index % 10 == 7, body.count >= 3 {
+          body.replaceSubrange(0..<3, with: [0x23, 0x21, 0x2F])
+        }
+        let sniffed = sniffer.sniff(body)
+        if sniffed.libmagicMimeType == "application/x-dosexec" {
+          switch index % 10 {
+          case 3: tally.dosexecMZ += 1
+          case 7: tally.dosexecScript += 1
+          default: tally.dosexecPlain += 1
+          }
+        }
+        if sniffed.libmagicMimeType != sniffed.mimeType { tally.discardedGuesses += 1 }
+        if let executable = sniffed.executable {
+          tally.executables.append("body \(index): \(executable)")
+        }
+        for name in ["song.mp3", "report.pdf", "notes.txt"] {
+          if let refusal = ContentPolicy.rejectDisguised.refusal(for: sniffed, fileName: name) {
+            tally.refused.append("body \(index): \(refusal.message)")
+          }
         }
       }
+      return tally
     }
-    #expect(refused.isEmpty, "\(refused.prefix(5))")
+    #expect(tally.executables.isEmpty, "\(tally.executables.prefix(5))")
+    #expect(tally.refused.isEmpty, "\(tally.refused.prefix(5))")
     // Recorded for docs/content-sniffing.md.
     print(
-      "random bodies: \(count), libmagic said application/x-dosexec for \(dosexec), "
-        + "discarded executable guesses \(libmagicExecutables), refused \(refused.count)")
-    #expect(dosexec > 0, "the weak guess this test guards against should occur")
+      "random bodies: \(count) (\(count / 10) starting MZ, \(count / 10) starting #!/); "
+        + "libmagic said application/x-dosexec for \(tally.dosexecPlain) plain, "
+        + "\(tally.dosexecMZ) MZ, \(tally.dosexecScript) #!/ bodies; executable guesses "
+        + "discarded: \(tally.discardedGuesses); refused: \(tally.refused.count)")
+    #expect(tally.dosexecPlain > 0, "the weak guess this test guards against should occur")
+  }
+
+  private struct RandomBodyTally: Sendable {
+    var dosexecPlain = 0
+    var dosexecMZ = 0
+    var dosexecScript = 0
+    var discardedGuesses = 0
+    var executables: [String] = []
+    var refused: [String] = []
   }
 
   // MARK: Errors
@@ -412,7 +437,7 @@ struct ContentSnifferTests {
     let sniffer = self.sniffer
     let expected = fixtures.map { sniffer.sniff($0) }
     let results = await withTaskGroup(of: (Int, SniffResult).self) { group in
-      for round in 0..<300 {
+      for round in 0..<100 {
         let index = round % fixtures.count
         let bytes = fixtures[index]
         group.addTask {
@@ -423,23 +448,29 @@ struct ContentSnifferTests {
       for await result in group { results.append(result) }
       return results
     }
-    #expect(results.count == 300)
+    #expect(results.count == 100)
     for (index, result) in results { #expect(result == expected[index]) }
 
     // Straight from many threads at once, more threads than handles.
-    let mismatches = Atomic(0)
-    DispatchQueue.concurrentPerform(iterations: 400) { round in
-      let index = round % fixtures.count
-      if sniffer.sniff(fixtures[index]) != expected[index] {
-        mismatches.add(1, ordering: .relaxed)
+    let mismatches = await offTheCooperativePool { () -> Int in
+      let mismatches = Atomic(0)
+      DispatchQueue.concurrentPerform(iterations: 400) { round in
+        let index = round % fixtures.count
+        if sniffer.sniff(fixtures[index]) != expected[index] {
+          mismatches.add(1, ordering: .relaxed)
+        }
       }
+      return mismatches.load(ordering: .relaxed)
     }
-    #expect(mismatches.load(ordering: .relaxed) == 0)
+    #expect(mismatches == 0)
   }
 
-  @Test func sniffingIsFast() throws {
+  @Test func sniffingIsFast() async throws {
+    let clock = ContinuousClock()
+    let loading = try clock.measure { _ = try ContentSniffer() }
+    print("load ContentSniffer (database into every handle): \(loading)")
     var generator = SeededGenerator(seed: 42)
-    let samples: [(String, [UInt8], Int)] = [
+    let samples: [(name: String, bytes: [UInt8], iterations: Int)] = [
       ("random 64 KiB", generator.bytes(65_536), 200),
       ("PNG", ContentFixtures.png(), 500),
       ("ASCII text 64 KiB", ContentFixtures.asciiText(), 50),
@@ -447,18 +478,38 @@ struct ContentSnifferTests {
       ("ELF 64 KiB", try ContentFixtures.elf(), 200),
       ("WAV", ContentFixtures.wav(), 200),
     ]
-    for (name, bytes, iterations) in samples {
-      _ = sniffer.sniff(bytes)
-      let clock = ContinuousClock()
-      let elapsed = clock.measure {
-        for _ in 0..<iterations { _ = sniffer.sniff(bytes) }
+    let sniffer = self.sniffer
+    for sample in samples {
+      let perSniff = await offTheCooperativePool { () -> Double in
+        _ = sniffer.sniff(sample.bytes)
+        let elapsed = clock.measure {
+          for _ in 0..<sample.iterations { _ = sniffer.sniff(sample.bytes) }
+        }
+        let micros =
+          Double(elapsed.components.seconds) * 1e6
+          + Double(elapsed.components.attoseconds) / 1e12
+        return micros / Double(sample.iterations)
       }
-      let micros =
-        Double(elapsed.components.seconds) * 1e6 + Double(elapsed.components.attoseconds) / 1e12
-      let perSniff = micros / Double(iterations)
-      print("sniff \(name) (\(bytes.count) bytes): \(Int(perSniff.rounded())) µs")
+      print("sniff \(sample.name) (\(sample.bytes.count) bytes): \(Int(perSniff.rounded())) µs")
       // Generous: a sniff happens once per upload; this only catches a pathological slowdown.
-      #expect(perSniff < 50_000, "\(name)")
+      #expect(perSniff < 50_000, "\(sample.name)")
     }
+  }
+}
+
+/// Runs CPU-heavy test work on a thread of its own at idle priority (`SCHED_IDLE`), so it never
+/// holds one of the cooperative pool's threads (two on these machines) and never delays the
+/// timing of servers under test in other suites running at the same time.
+private func offTheCooperativePool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+  await withCheckedContinuation { continuation in
+    let thread = Thread {
+      // SCHED_IDLE (5 in <sched.h>) is behind _GNU_SOURCE, which Glibc's module does not set.
+      let schedIdle: Int32 = 5
+      var parameters = sched_param()
+      let status = pthread_setschedparam(pthread_self(), schedIdle, &parameters)
+      assert(status == 0, "pthread_setschedparam(SCHED_IDLE) failed with \(status)")
+      continuation.resume(returning: body())
+    }
+    thread.start()
   }
 }

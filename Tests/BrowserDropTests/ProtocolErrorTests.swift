@@ -123,14 +123,15 @@ struct ProtocolErrorTests {
   @Test func insufficientStorageCountsInFlightUploads() async throws {
     var free: UInt64 = 0
     #expect(cbd_free_bytes(FileManager.default.temporaryDirectory.path, &free) == 0)
-    // Margins of gigabytes, so other tests writing to the same disk meanwhile change nothing:
-    // one 2 GiB upload fits in 3 GiB, a second one while the first is in flight does not.
+    // Margins of many gigabytes, so that whatever else writes to this disk meanwhile changes
+    // nothing (the check is relative to what is free, so the disk needs no such space):
+    // one 12 GiB upload fits in 20 GiB, a second one while the first is in flight does not.
     let gib = 1 << 30
-    let session = try await TestSession.start { $0.reservedFreeSpace = Int(free) - 3 * gib }
+    let session = try await TestSession.start { $0.reservedFreeSpace = Int(free) - 20 * gib }
     defer { Task { await session.stop() } }
     let first = try await session.client()
     try await first.send(
-      Requests.uploadHead(port: session.port, encodedPath: "one.bin", length: 2 * gib))
+      Requests.uploadHead(port: session.port, encodedPath: "one.bin", length: 12 * gib))
     try await first.send([1])
     try await session.log.wait {
       $0.contains { if case .uploadStarted = $0 { true } else { false } }
@@ -138,7 +139,7 @@ struct ProtocolErrorTests {
     let second = try await session.client()
     try await second.send(
       Requests.uploadHead(
-        port: session.port, encodedPath: "two.bin", length: 2 * gib,
+        port: session.port, encodedPath: "two.bin", length: 12 * gib,
         extra: ["Expect: 100-continue"]))
     let refused = try await second.readReply()
     #expect(refused.status == 507)
@@ -151,7 +152,7 @@ struct ProtocolErrorTests {
     let third = try await session.client()
     try await third.send(
       Requests.uploadHead(
-        port: session.port, encodedPath: "two.bin", length: 2 * gib,
+        port: session.port, encodedPath: "two.bin", length: 12 * gib,
         extra: ["Expect: 100-continue"]))
     #expect(try await third.readReply().status == 100)
   }

@@ -7,7 +7,9 @@ enum HostPolicy {
   /// Whether `host` (a Host header value, port included) names this machine on a private
   /// network: an IP literal, `localhost`, a single-label name or a private-use suffix.
   static func isAllowed(host value: String) -> Bool {
-    guard let (name, _) = split(value) else { return false }
+    // Only the bytes a name, an IP literal and a port are made of. Anything else, a NUL above
+    // all, is refused before it reaches `inet_pton`, which would stop reading at a NUL.
+    guard value.utf8.allSatisfy(isHostByte), let (name, _) = split(value) else { return false }
     if name.hasPrefix("[") {
       let inner = String(name.dropFirst().dropLast())
       var address = in6_addr()
@@ -20,6 +22,16 @@ enum HostPolicy {
     guard isHostname(trimmed) else { return false }
     if trimmed == "localhost" || !trimmed.contains(".") { return true }
     return privateSuffixes.contains { trimmed.hasSuffix($0) }
+  }
+
+  private static func isHostByte(_ byte: UInt8) -> Bool {
+    switch byte {
+    case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: true
+    case UInt8(ascii: "."), UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: ":"),
+      UInt8(ascii: "["), UInt8(ascii: "]"):
+      true
+    default: false
+    }
   }
 
   /// Whether `origin` is `http://` + the request's Host (the same host and port).

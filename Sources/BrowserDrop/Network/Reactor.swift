@@ -31,6 +31,8 @@ final class Reactor: Sendable {
     /// File descriptors added to the epoll set (re-armed with MOD afterwards).
     var registered: Set<Int32> = []
     var deadlineCount = 0
+    /// The loop is in `epoll_wait` with no timeout: a new deadline must wake it.
+    var sleepingWithoutTimeout = false
   }
 
   private let epollFD: Int32
@@ -60,6 +62,7 @@ final class Reactor: Sendable {
         let events =
           UInt32(interest == .readable ? cbd_epollin() : cbd_epollout())
           | UInt32(cbd_epolloneshot() | cbd_epollrdhup())
+        var wakeLoop = false
         let failure: Int32? = state.withLock { state in
           let op = state.registered.contains(fd) ? EPOLL_CTL_MOD : EPOLL_CTL_ADD
           guard cbd_epoll_ctl(epollFD, op, fd, events, UInt64(UInt32(bitPattern: fd))) == 0 else {
@@ -67,7 +70,11 @@ final class Reactor: Sendable {
           }
           state.registered.insert(fd)
           state.waiters[fd] = Waiter(continuation: continuation, deadline: deadline)
-          if deadline != nil { state.deadlineCount += 1 }
+          if deadline != nil {
+            state.deadlineCount += 1
+            wakeLoop = state.sleepingWithoutTimeout
+            state.sleepingWithoutTimeout = false
+          }
           return nil
         }
         if let failure {
@@ -75,7 +82,7 @@ final class Reactor: Sendable {
         } else if Task.isCancelled {
           // Cancelled between the check above and registration: the handler found no waiter.
           resume(fd, with: .failure(CancellationError()))
-        } else if deadline != nil {
+        } else if wakeLoop {
           _ = cbd_eventfd_signal(wakeFD)  // the loop recomputes its timeout
         }
       }
@@ -113,7 +120,11 @@ final class Reactor: Sendable {
     var ready: [CheckedContinuation<Void, any Error>] = []
     var expired: [CheckedContinuation<Void, any Error>] = []
     while true {
-      let timeout = state.withLock { nextTimeout(in: $0) }
+      let timeout = state.withLock { state in
+        let timeout = nextTimeout(in: state)
+        state.sleepingWithoutTimeout = timeout < 0
+        return timeout
+      }
       let count = cbd_epoll_wait(epollFD, events, tokens, Int32(capacity), timeout)
       if count < 0 {
         if errno == EINTR { continue }
@@ -142,7 +153,13 @@ final class Reactor: Sendable {
     }
   }
 
-  /// Milliseconds until the earliest deadline, or -1 (wait forever) when none is set.
+  /// The longest the loop sleeps while any deadline is set, so that a waiter with an earlier
+  /// deadline than the one the loop sleeps for needs no wake-up: deadlines are idle timeouts of
+  /// seconds, and this is their precision.
+  private static let deadlineResolution: Int64 = 50
+
+  /// Milliseconds until the earliest deadline (at most `deadlineResolution`), or -1 (wait
+  /// forever) when none is set.
   private func nextTimeout(in state: State) -> Int32 {
     guard state.deadlineCount > 0 else { return -1 }
     let now = ContinuousClock.now
@@ -157,6 +174,6 @@ final class Reactor: Sendable {
     if remaining <= .zero { return 0 }
     let (seconds, attoseconds) = remaining.components
     let milliseconds = seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
-    return Int32(clamping: milliseconds)
+    return Int32(clamping: min(milliseconds, Self.deadlineResolution))
   }
 }

@@ -40,7 +40,7 @@ struct PageSource: Sendable {
     if relative.isEmpty || relative.hasSuffix("/") { relative += "index.html" }
     let segments = relative.split(separator: "/", omittingEmptySubsequences: false)
     guard
-      segments.allSatisfy({ !$0.isEmpty && !$0.hasPrefix(".") }),
+      segments.allSatisfy({ !$0.isEmpty && $0.utf8.first != UInt8(ascii: ".") }),
       !relative.contains("\\"), !relative.unicodeScalars.contains(where: { $0.value < 0x20 })
     else {
       return Response.refusal(Refusal(.notFound))
@@ -89,7 +89,9 @@ struct PageSource: Sendable {
       }
       return nil
     }
-    guard resolved.hasPrefix(root == "/" ? "/" : root + "/") else { return nil }
+    // Bytes, not Characters: String comparison treats `café` and `cafe\u{301}` (two different
+    // folders on Linux) as equal.
+    guard resolved.utf8.starts(with: (root == "/" ? "/" : root + "/").utf8) else { return nil }
     let fd = open(resolved, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
     guard fd >= 0 else { return nil }
     defer { close(fd) }

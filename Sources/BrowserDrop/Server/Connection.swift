@@ -8,7 +8,6 @@ struct Connection {
   let services: SessionServices
 
   private static let headBufferSize = 64 * 1024
-  private static let bodyBufferSize = 256 * 1024
 
   private var idleTimeout: Duration { services.configuration.idleTimeout }
 
@@ -154,24 +153,14 @@ struct Connection {
       var received = 0
       if !leftover.isEmpty {
         let part = UnsafeRawBufferPointer(rebasing: leftover[..<min(leftover.count, size)])
-        try writeAll(fd, part)
+        try BodyTransfer.writeAll(fd, part)
         received = part.count
         ticket.counter.add(part.count)
       }
-      if received < size {
-        let capacity = min(Self.bodyBufferSize, size - received)
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 16)
-        defer { buffer.deallocate() }
-        while received < size {
-          let want = min(capacity, size - received)
-          let count = try await socket.read(
-            into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<want]),
-            deadline: ContinuousClock.now + idleTimeout)
-          if count == 0 { return .failure(BodyFailure(reason: .connectionLost)) }
-          try writeAll(fd, UnsafeRawBufferPointer(rebasing: buffer[..<count]))
-          received += count
-          ticket.counter.add(count)
-        }
+      let transfer = BodyTransfer(
+        socket: socket, file: fd, idleTimeout: idleTimeout, counter: ticket.counter)
+      if try await !transfer.move(size - received) {
+        return .failure(BodyFailure(reason: .connectionLost))
       }
     } catch let error as SystemError {
       if error.code == ENOSPC || error.code == EDQUOT {
@@ -231,16 +220,6 @@ struct Connection {
       try? await socket.write(
         Response.refusal(refusal), deadline: ContinuousClock.now + idleTimeout)
       return .success([])
-    }
-  }
-
-  private func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(SystemError) {
-    var offset = 0
-    while offset < bytes.count {
-      let written = try Syscall.blocking("write") {
-        Glibc.write(fd, bytes.baseAddress! + offset, bytes.count - offset)
-      }
-      offset += written
     }
   }
 

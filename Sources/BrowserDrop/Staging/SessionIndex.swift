@@ -53,9 +53,10 @@ struct SessionIndex: Sendable {
 
   /// Removes the file at `relativePath`, or every file inside the folder `relativePath`.
   mutating func remove(_ relativePath: String) -> [ReceivedFile] {
-    let prefix = relativePath + "/"
+    // Bytes, not Characters: in `a/\u{301}b` the slash and the mark are one Character.
+    let prefix = Array((relativePath + "/").utf8)
     let removed = files.values.filter {
-      $0.relativePath == relativePath || $0.relativePath.hasPrefix(prefix)
+      $0.relativePath == relativePath || $0.relativePath.utf8.starts(with: prefix)
     }
     for file in removed {
       files.removeValue(forKey: file.relativePath)

@@ -46,11 +46,14 @@ struct UploadPath: Sendable, Hashable, CustomStringConvertible {
       }
       if scalar == "\\" { throw Refusal(.invalidPath, "The path contains a backslash.") }
     }
-    if normalized.hasPrefix("/") { throw Refusal(.invalidPath, "The path must be relative.") }
+    // Bytes, not Characters: a combining mark after `/` or `.` joins it into another Character.
+    if normalized.utf8.first == UInt8(ascii: "/") {
+      throw Refusal(.invalidPath, "The path must be relative.")
+    }
     let segments = normalized.split(separator: "/", omittingEmptySubsequences: false)
     for segment in segments {
       if segment.isEmpty { throw Refusal(.invalidPath, "The path has an empty segment.") }
-      if segment.hasPrefix(".") {
+      if segment.utf8.first == UInt8(ascii: ".") {
         throw Refusal(.invalidPath, "Hidden names and . or .. segments are not accepted.")
       }
       if segment.utf8.count > Self.maximumSegmentBytes {
