@@ -159,7 +159,7 @@ enum HTTP {
     process.standardOutput = output
     try process.run()
     let data = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
+    while process.isRunning { try await Task.sleep(for: .milliseconds(10)) }
     guard let object = try JSONSerialization.jsonObject(with: data) as? [String: Any] else {
       throw HarnessError(description: "not a JSON object: \(String(decoding: data, as: UTF8.self))")
     }

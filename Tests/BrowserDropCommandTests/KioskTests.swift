@@ -76,6 +76,7 @@ struct KioskTests {
   func killDuringUploads() async throws {
     let folder = try TemporaryFolder()
     let command = try Self.start(folder, quietPeriod: "60")
+    defer { Task { await command.stop() } }
     let port = try await command.listeningPort()
     let done = try folder.makeFile("done.bin", size: 200_000, seed: 3)
     let partial = try folder.makeFile("partial.bin", size: 2_000_000, seed: 4)
@@ -104,6 +105,7 @@ struct KioskTests {
   func killDuringForwarding() async throws {
     let folder = try TemporaryFolder()
     let command = try Self.start(folder, quietPeriod: "0.3")
+    defer { Task { await command.stop() } }
     let port = try await command.listeningPort()
     var sources: [String: URL] = [:]
     for index in 1...8 {

@@ -1,0 +1,117 @@
+import Foundation
+import Testing
+
+/// The terminal display, driven through tmux: the QR code and a live progress line.
+@Suite("Terminal display")
+struct TerminalTests {
+  /// A tmux server of the test's own (its own socket), killed at the end.
+  final class Tmux: Sendable {
+    let socket = "browserdrop-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+
+    /// Runs tmux with `posix_spawn` and `waitpid`: Foundation's `Process` watches a descriptor
+    /// that the forked tmux server inherits, so it would never see the client exit.
+    @discardableResult
+    func run(_ arguments: [String]) async throws -> String {
+      let capture = FileManager.default.temporaryDirectory.appending(path: "\(socket)-\(UUID()).txt")
+      defer { try? FileManager.default.removeItem(at: capture) }
+      var actions = posix_spawn_file_actions_t()
+      posix_spawn_file_actions_init(&actions)
+      defer { posix_spawn_file_actions_destroy(&actions) }
+      posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+      posix_spawn_file_actions_addopen(&actions, 1, capture.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+      posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+      let argv = (["tmux", "-L", socket] + arguments).map { strdup($0) } + [nil]
+      defer { for pointer in argv { free(pointer) } }
+      var pid: pid_t = 0
+      guard posix_spawn(&pid, "/usr/bin/tmux", &actions, nil, argv, environ) == 0 else {
+        throw HarnessError(description: "tmux could not be started")
+      }
+      var status: Int32 = 0
+      let deadline = Date().addingTimeInterval(20)
+      while waitpid(pid, &status, WNOHANG) == 0 {
+        guard Date() < deadline else {
+          kill(pid, SIGKILL)
+          _ = waitpid(pid, &status, 0)
+          throw HarnessError(description: "tmux \(arguments) did not finish")
+        }
+        try await Task.sleep(for: .milliseconds(10))
+      }
+      return String(decoding: (try? Data(contentsOf: capture)) ?? Data(), as: UTF8.self)
+    }
+
+    func screen() async throws -> String {
+      try await run(["capture-pane", "-p", "-t", "drop", "-S", "-200"])
+    }
+
+    func waitForScreen(
+      timeout: Double = 30, _ what: String, _ condition: (String) -> Bool
+    ) async throws -> String {
+      let deadline = Date().addingTimeInterval(timeout)
+      while Date() < deadline {
+        let screen = try await screen()
+        if condition(screen) { return screen }
+        try await Task.sleep(for: .milliseconds(50))
+      }
+      throw HarnessError(description: "timed out waiting for \(what); screen:\n\(try await screen())")
+    }
+
+    /// Ends the tmux server and the command in it.
+    func stop() async {
+      _ = try? await run(["kill-server"])
+    }
+  }
+
+  @Test("On a terminal: addresses, the QR code, a live progress line, then the summary")
+  func terminal() async throws {
+    let folder = try TemporaryFolder()
+    let tmux = Tmux()
+    defer { Task { await tmux.stop() } }
+    let command = [
+      CommandProcess.binary.path, "--port", "0", "--bind", "127.0.0.1", "--staging",
+      folder.path("staging").path, "--to", folder.path("dest").path,
+    ].map { "'" + $0 + "'" }.joined(separator: " ")
+    try await tmux.run([
+      "new-session", "-d", "-s", "drop", "-x", "120", "-y", "60", command + "; sleep 30",
+    ])
+    let screen = try await tmux.waitForScreen("the address") { $0.contains("Scan to open") }
+    #expect(screen.contains("(other, lo)"))
+    // The QR code: half blocks, at least a dozen rows of them.
+    let qrRows = screen.split(separator: "\n").filter { $0.contains("▀") || $0.contains("▄") }
+    #expect(qrRows.count >= 12, "\(screen)")
+    let url = try #require(
+      screen.split(separator: " ").first { $0.hasPrefix("http://127.0.0.1:") })
+    let port = try #require(URL(string: String(url))?.port)
+
+    let file = try folder.makeFile("movie.mov", size: 3_000_000)
+    let upload = try Uploader.start(file, as: "Holiday/movie.mov", port: port, rate: "300K")
+    let live = try await tmux.waitForScreen("a progress line") { screen in
+      screen.split(separator: "\n").contains { line in
+        line.contains("Holiday/movie.mov") && line.contains("%") && line.contains("/s")
+          && line.contains("left")
+      }
+    }
+    #expect(live.contains("1 in flight"))
+    #expect(try await Uploader.status(of: upload) == 201)
+    _ = try await tmux.waitForScreen("the finished line") { $0.contains("✓ Received Holiday/movie.mov") }
+    try await tmux.run(["send-keys", "-t", "drop", "Enter"])
+    let done = try await tmux.waitForScreen("the summary") { $0.contains("Forwarded 1 file") }
+    #expect(done.contains("Forwarded 1 file (2.9 MiB)"))
+    #expect(TemporaryFolder.files(in: folder.path("dest")) == ["Holiday/movie.mov"])
+  }
+
+  @Test("--no-qr leaves the QR code out")
+  func noQRCode() async throws {
+    let folder = try TemporaryFolder()
+    let tmux = Tmux()
+    defer { Task { await tmux.stop() } }
+    let command = [
+      CommandProcess.binary.path, "--no-qr", "--port", "0", "--bind", "127.0.0.1", "--staging",
+      folder.path("staging").path,
+    ].map { "'" + $0 + "'" }.joined(separator: " ")
+    try await tmux.run(["new-session", "-d", "-s", "drop", "-x", "100", "-y", "40", command + "; sleep 30"])
+    let screen = try await tmux.waitForScreen("the address") { $0.contains("http://127.0.0.1:") }
+    #expect(!screen.contains("▀") && !screen.contains("▄"))
+    try await tmux.run(["send-keys", "-t", "drop", "Enter"])
+    _ = try await tmux.waitForScreen("the end") { $0.contains("Nothing arrived.") }
+  }
+}
