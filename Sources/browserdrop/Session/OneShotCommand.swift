@@ -1,6 +1,7 @@
 import BrowserDrop
 import BrowserDropForwarding
 import Foundation
+import Synchronization
 
 /// The default mode: serve until Enter, SIGINT or SIGTERM, then forward what arrived.
 struct OneShotCommand {
@@ -69,32 +70,36 @@ struct OneShotCommand {
     let delivery = Task {
       try await ForwardRun.run(folder: folder, to: destination, policy: policy, reporter: reporter)
     }
-    let watcher = Task { () -> Int32? in
+    let ending = FirstEnding()
+    Task { ending.finish(.delivered(await delivery.result)) }
+    let watcher = Task {
       while let trigger = await triggers.next() {
-        if case .signal(let number) = trigger {
-          delivery.cancel()
-          return number
-        }
+        guard case .signal(let number) = trigger else { continue }
+        ending.noteSignal(number)
+        delivery.cancel()
+        // A libsmbclient call can't be interrupted; give the delivery a moment to stop at its
+        // next chunk, then leave without it (the files are still all in the staged folder).
+        try? await Task.sleep(for: .seconds(2))
+        ending.finish(.stopped(number))
+        return
       }
-      return nil
     }
-    let result = await delivery.result
+    let result = await ending.value
     watcher.cancel()
-    let stopSignal = await watcher.value
     reporter.setHint("")
-    switch result {
-    case .success(let outcome):
+    if case .delivered(.success(let outcome)) = result {
       reporter.report(.forwarded(outcome.report, bytes: outcome.totalBytes))
       return 0
-    case .failure(let error):
-      let kept = KeptFolder.keep(folder, prefix: "unsent")
-      if let stopSignal, error is CancellationError || !(error is ForwardFailure) {
-        reporter.report(.stopped(message: "Stopped forwarding.", staging: kept.path))
-        return 128 + stopSignal
-      }
-      reporter.report(.forwardFailed(message: ForwardRun.message(for: error), staging: kept.path))
-      return 1
     }
+    let kept = KeptFolder.keep(folder, prefix: "unsent")
+    if let number = ending.stopSignal {
+      reporter.report(.stopped(message: "Stopped forwarding.", staging: kept.path))
+      return 128 + number
+    }
+    if case .delivered(.failure(let error)) = result {
+      reporter.report(.forwardFailed(message: ForwardRun.message(for: error), staging: kept.path))
+    }
+    return 1
   }
 
   private func fail(_ message: String) -> Int32 {
@@ -104,5 +109,54 @@ struct OneShotCommand {
       StandardOutput.error.line("browserdrop: \(TerminalText.escaped(message))")
     }
     return 1
+  }
+}
+
+/// How forwarding in one-shot mode ended: whichever comes first of the delivery's result and a
+/// stop requested by a signal.
+final class FirstEnding: Sendable {
+  enum Ending: Sendable {
+    case delivered(Result<ForwardRun.Outcome, any Error>)
+    case stopped(Int32)
+  }
+
+  private struct State {
+    var ending: Ending?
+    var waiter: CheckedContinuation<Ending, Never>?
+    var stopSignal: Int32?
+  }
+
+  private let state = Mutex(State())
+
+  /// The signal that asked to stop, if one did.
+  var stopSignal: Int32? { state.withLock { $0.stopSignal } }
+
+  func noteSignal(_ number: Int32) {
+    state.withLock { $0.stopSignal = $0.stopSignal ?? number }
+  }
+
+  /// Records `ending` unless one was recorded already.
+  func finish(_ ending: Ending) {
+    let waiter = state.withLock { state -> CheckedContinuation<Ending, Never>? in
+      guard state.ending == nil else { return nil }
+      state.ending = ending
+      defer { state.waiter = nil }
+      return state.waiter
+    }
+    waiter?.resume(returning: ending)
+  }
+
+  /// The first ending, waiting for one.
+  var value: Ending {
+    get async {
+      await withCheckedContinuation { continuation in
+        let ready = state.withLock { state -> Ending? in
+          if let ending = state.ending { return ending }
+          state.waiter = continuation
+          return nil
+        }
+        if let ready { continuation.resume(returning: ready) }
+      }
+    }
   }
 }
