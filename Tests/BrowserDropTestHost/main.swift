@@ -4,7 +4,7 @@
 //
 //   BrowserDropTestHost --staging DIR [--allow mp3,txt] [--max-file-size N] [--reserved-free-space N]
 //       [--max-concurrent N] [--title T] [--language L] [--accent #RRGGBB] [--strings FILE.json]
-//       [--no-durability]
+//       [--no-durability] [--no-sniffing]
 //
 // Output: {"event":"listening","url":"http://127.0.0.1:PORT/","port":PORT} first, then
 // uploadStarted / uploadFinished / uploadFailed / addressesChanged / interrupted lines, and the
@@ -74,6 +74,7 @@ while let flag = arguments.popFirst() {
     else { fail("--strings needs a JSON file holding an object of strings: \(path)") }
     configuration.pageSettings.strings = strings
   case "--no-durability": configuration.durability = false
+  case "--no-sniffing": configuration.contentPolicy = .off
   default: fail("unknown argument \(flag)")
   }
 }

@@ -100,12 +100,22 @@ struct Connection {
       throw Refusal(.tooLarge, "The file is \(size) bytes; the largest accepted is \(maximum).")
     }
     guard let server = services.server else { return }
-    let stagingPath = services.staging.session.path
-    let freeBytes = await BlockingPool.shared.run { () -> Int? in
-      var free: UInt64 = 0
-      return cbd_free_bytes(stagingPath, &free) == 0 ? Int(clamping: free) : nil
+    var admission = await server.admit(path, size: size, freeBytes: nil)
+    if case .measureFreeSpace = admission {
+      let stagingPath = services.staging.session.path
+      let freeBytes = await BlockingPool.shared.run { () -> Int in
+        var free: UInt64 = 0
+        // An unreadable volume counts as full: better a 507 than a write that fails.
+        return cbd_free_bytes(stagingPath, &free) == 0 ? Int(clamping: free) : 0
+      }
+      admission = await server.admit(path, size: size, freeBytes: freeBytes)
     }
-    let ticket = try await server.admit(path, size: size, freeBytes: freeBytes).get()
+    let ticket: UploadTicket
+    switch admission {
+    case .accepted(let accepted): ticket = accepted
+    case .refused(let refusal): throw refusal
+    case .measureFreeSpace: throw Refusal(.insufficientStorage)
+    }
     let outcome = await receiveBody(
       of: ticket, expectsContinue: head.expectsContinue, leftover: leftover)
     switch outcome {
