@@ -147,7 +147,7 @@ struct Connection {
     } catch {
       return .failure(BodyFailure(reason: .connectionLost))
     }
-    let fd = open(ticket.partialPath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+    let fd = Self.createPartial(ticket.partialPath)
     guard fd >= 0 else {
       let reason = String(cString: strerror(errno))
       return .failure(
@@ -231,6 +231,17 @@ struct Connection {
         Response.refusal(refusal), deadline: ContinuousClock.now + idleTimeout)
       return .success([])
     }
+  }
+
+  /// Creates the partial file, never through anything already at its name: a link planted there
+  /// is removed (`unlink` does not follow it) and the name created afresh, exclusively.
+  private static func createPartial(_ path: String) -> Int32 {
+    let flags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC
+    var fd = open(path, flags, 0o644)
+    if fd < 0, errno == EEXIST, unlink(path) == 0 {
+      fd = open(path, flags, 0o644)
+    }
+    return fd
   }
 
   private static func syncFolders(_ folders: [String]) {
