@@ -44,6 +44,11 @@ let package = Package(
       dependencies: ["BrowserDrop", "BrowserDropForwarding", "CQREncode", "CBrowserDropLinux"],
       swiftSettings: upcoming),
 
+    // The seed's quick start as a Linux program (Examples/EmbeddedHost); built by CI.
+    .executableTarget(
+      name: "EmbeddedHost", dependencies: ["BrowserDrop"], path: "Examples/EmbeddedHost",
+      swiftSettings: upcoming),
+
     // Drives a real server from the browser tests (Tests/Browser): JSON events out, commands in.
     .executableTarget(
       name: "BrowserDropTestHost", dependencies: ["BrowserDrop"], path: "Tests/BrowserDropTestHost",
@@ -60,3 +65,26 @@ let package = Package(
       swiftSettings: upcoming),
   ]
 )
+
+// libFuzzer targets (Fuzz/, scripts/fuzz.sh): empty programs in a normal build. With
+// BROWSERDROP_FUZZ=1 the library is instrumented and libFuzzer's own `main` drives them.
+let fuzzing = Context.environment["BROWSERDROP_FUZZ"] == "1"
+let fuzzFlags: [SwiftSetting] = fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,address"])] : []
+let fuzzTargetFlags: [SwiftSetting] = fuzzing ? [.define("BROWSERDROP_FUZZ")] : []
+// libFuzzer without its `main` (the program's own top level calls LLVMFuzzerRunDriver), so
+// SwiftPM's renamed entry point of testable executables keeps working.
+let fuzzLinkFlags: [LinkerSetting] =
+  fuzzing
+  ? [
+    .unsafeFlags([
+      "-sanitize=address", "-use-ld=lld", "-Xlinker",
+      Context.environment["BROWSERDROP_FUZZ_LIB"] ?? "libclang_rt.fuzzer_no_main.a", "-lstdc++",
+    ])
+  ] : []
+package.targets.first { $0.name == "BrowserDrop" }?.swiftSettings?.append(contentsOf: fuzzFlags)
+for name in ["FuzzRequestHead", "FuzzUploadPath", "FuzzHostPolicy"] {
+  package.targets.append(
+    .executableTarget(
+      name: name, dependencies: ["BrowserDrop"], path: "Fuzz/\(name)",
+      swiftSettings: upcoming + fuzzFlags + fuzzTargetFlags, linkerSettings: fuzzLinkFlags))
+}

@@ -1,1 +1,35 @@
-print("browserdrop: not built yet")
+// browserdrop: receive files from any browser on the local network and forward them to a folder
+// or an SMB share. See `browserdrop --help` and docs/command.md.
+import Foundation
+
+let command: ParsedCommand
+do {
+  command = try ArgumentParser.parse(
+    Array(CommandLine.arguments.dropFirst()), environment: ProcessInfo.processInfo.environment)
+} catch {
+  StandardOutput.error.write(
+    "browserdrop: error: \(error.message)\n"
+      + "Usage: browserdrop [--to DEST] [options]\n"
+      + "  See 'browserdrop --help' for the options.\n")
+  exit(2)
+}
+// The password was read into the destination; children need not inherit it.
+unsetenv("BROWSERDROP_SMB_PASSWORD")
+
+switch command {
+case .help:
+  StandardOutput.shared.write(HelpText.help)
+  exit(0)
+case .version:
+  StandardOutput.shared.line("browserdrop \(HelpText.version)")
+  exit(0)
+case .run(let options):
+  signal(SIGPIPE, SIG_IGN)
+  let style = options.outputStyle(standardOutputIsTerminal: isatty(STDOUT_FILENO) == 1)
+  let reporter = ReporterFactory.make(style: style, drawsQRCode: options.drawsQRCode)
+  let status =
+    options.kiosk
+    ? await KioskCommand(options: options, reporter: reporter).run()
+    : await OneShotCommand(options: options, reporter: reporter).run()
+  exit(status)
+}

@@ -1,22 +1,376 @@
 public import Foundation
+import Synchronization
 
 /// One upload session: an HTTP server that serves the upload page and stores what arrives in a
 /// staging folder until the host takes it with `finish()` or drops it with `cancel()`.
+///
+/// The actor alone decides names, conflicts and space; connections ask it before reading a
+/// body and again before storing it.
 public actor BrowserDropServer {
   /// The configuration the session was created with.
   public nonisolated let configuration: Configuration
   /// Everything that happens in the session, in order, never dropped. Read it with one consumer.
   public nonisolated let events: AsyncStream<Event>
-  /// The uploads in flight with their progress; only the newest list is kept for a slow reader.
+  /// The uploads in flight with their progress, at most about ten lists a second; only the
+  /// newest list is kept for a slow reader. An empty list follows the last upload.
   public nonisolated let progress: AsyncStream<[UploadProgress]>
+
+  private enum Phase {
+    case idle
+    case listening
+    case suspended
+    case ended
+  }
+
+  private struct InFlight {
+    let upload: Upload
+    let counter: ProgressCounter
+  }
 
   private let eventSink: AsyncStream<Event>.Continuation
   private let progressSink: AsyncStream<[UploadProgress]>.Continuation
+  private let staging: StagingFolder
+  private var phase = Phase.idle
+  private var index = SessionIndex(caseInsensitive: false)
+  private var inFlight: [UInt64: InFlight] = [:]
+  private var nextUploadID: UInt64 = 1
+  private var boundPort: Int?
+  private var currentAddresses: [Address] = []
+  private var listenerTask: Task<Void, Never>?
+  private var monitorTask: Task<Void, Never>?
+  private var progressTask: Task<Void, Never>?
+  private var services: SessionServices?
+  private var freeSpace = FreeSpaceEstimate()
 
   /// Creates a session; nothing listens until `start()`.
   public init(configuration: Configuration = Configuration()) {
     self.configuration = configuration
     (events, eventSink) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
     (progress, progressSink) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
+    staging = StagingFolder(root: configuration.stagingRoot)
   }
+
+  deinit {
+    listenerTask?.cancel()
+    monitorTask?.cancel()
+    progressTask?.cancel()
+  }
+
+  /// The addresses the page can be reached at (empty before `start()`).
+  public var addresses: [Address] { currentAddresses }
+
+  /// The port the server listens on, once started.
+  public var port: Int? { boundPort }
+
+  /// The session's folder inside `stagingRoot`: complete files only, laid out as sent.
+  public nonisolated var sessionFolder: URL { staging.session }
+
+  /// The files that arrived complete, sorted by relative path.
+  public var receivedFiles: [ReceivedFile] {
+    index.files.values.sorted { $0.relativePath < $1.relativePath }
+  }
+
+  /// Creates the staging folder and starts listening. Returns the addresses to show the person.
+  /// Calling it again while listening returns the same addresses.
+  @discardableResult
+  public func start() async throws -> [Address] {
+    switch phase {
+    case .listening: return currentAddresses
+    case .suspended: return try await resume()
+    case .ended: throw BrowserDropError.sessionEnded
+    case .idle: break
+    }
+    let staging = self.staging
+    let caseInsensitive = try await BlockingPool.shared.run { () throws(BrowserDropError) -> Bool in
+      try staging.create()
+      return staging.probeCaseInsensitivity()
+    }
+    index = SessionIndex(caseInsensitive: caseInsensitive)
+    let services: SessionServices
+    do {
+      services = try await SessionServices.load(
+        server: self, configuration: configuration, staging: staging)
+    } catch {
+      staging.removeAll()
+      throw error
+    }
+    self.services = services
+    do {
+      try listen(port: configuration.port, fallback: true)
+    } catch {
+      staging.removeAll()
+      throw error
+    }
+    startMonitoringAddresses()
+    return currentAddresses
+  }
+
+  /// Stops listening and ends every connection; files that arrived are kept. Uploads in flight
+  /// fail with `.cancelled` (the bundled page retries them after `resume()`).
+  public func suspend() async {
+    guard phase == .listening else { return }
+    phase = .suspended
+    await stopListening()
+  }
+
+  /// Listens again on the same port after `suspend()` or `.interrupted`.
+  @discardableResult
+  public func resume() async throws -> [Address] {
+    switch phase {
+    case .listening: return currentAddresses
+    case .ended: throw BrowserDropError.sessionEnded
+    case .idle: return try await start()
+    case .suspended: break
+    }
+    try listen(port: boundPort ?? configuration.port, fallback: boundPort == nil)
+    return currentAddresses
+  }
+
+  /// Ends the session and hands over its folder, or returns `nil` (and removes the folder) when
+  /// nothing arrived. The folder is the caller's from then on: the server never touches it again.
+  public func finish() async throws -> URL? {
+    guard phase != .ended else { throw BrowserDropError.sessionEnded }
+    await end()
+    let staging = self.staging
+    let empty = index.files.isEmpty
+    await BlockingPool.shared.run {
+      if empty { staging.removeAll() } else { staging.removeIncoming() }
+    }
+    return empty ? nil : staging.session
+  }
+
+  /// Ends the session and deletes everything that arrived.
+  public func cancel() async {
+    guard phase != .ended else { return }
+    await end()
+    let staging = self.staging
+    await BlockingPool.shared.run { staging.removeAll() }
+    index = SessionIndex(caseInsensitive: index.caseInsensitive)
+  }
+
+  /// Drops a received file, or a folder and everything in it, so it is not handed over.
+  /// Returns the files removed.
+  @discardableResult
+  public func removeReceivedItem(at relativePath: String) async -> [ReceivedFile] {
+    let trimmed = relativePath.split(separator: "/").joined(separator: "/")
+    let removed = index.remove(trimmed.precomposedStringWithCanonicalMapping)
+    let staging = self.staging
+    let paths = removed.map(\.relativePath)
+    await BlockingPool.shared.run { for path in paths { staging.remove(relativePath: path) } }
+    return removed
+  }
+
+  /// Deletes session folders left in `stagingRoot` by sessions that were never finished or
+  /// cancelled, and folders handed over by `finish()` that were never moved. Other files in
+  /// the staging root are left alone.
+  public static func removeLeftovers(
+    stagingRoot: URL = Configuration.defaultStagingRoot
+  ) {
+    StagingFolder.removeLeftovers(in: stagingRoot)
+  }
+
+  // MARK: - Listening
+
+  private func listen(port: Int, fallback: Bool) throws(BrowserDropError) {
+    guard let services else { throw .sessionEnded }
+    let listener = try Listener.open(
+      address: configuration.bindAddress, port: port, fallback: fallback)
+    boundPort = listener.port
+    currentAddresses = InterfaceAddresses.current(
+      port: listener.port, bindAddress: configuration.bindAddress)
+    phase = .listening
+    listenerTask = Task { [weak self] in
+      let lost = await services.serve(listener)
+      if lost { await self?.listenerLost() }
+    }
+  }
+
+  private func listenerLost() {
+    guard phase == .listening else { return }
+    phase = .suspended
+    listenerTask = nil
+    eventSink.yield(.interrupted)
+  }
+
+  private func stopListening() async {
+    let task = listenerTask
+    listenerTask = nil
+    task?.cancel()
+    await task?.value
+  }
+
+  private func end() async {
+    phase = .ended
+    monitorTask?.cancel()
+    monitorTask = nil
+    await stopListening()
+    progressTask?.cancel()
+    progressTask = nil
+    progressSink.finish()
+    eventSink.finish()
+  }
+
+  private func startMonitoringAddresses() {
+    let bindAddress = configuration.bindAddress
+    monitorTask = Task { [weak self] in
+      while !Task.isCancelled {
+        do { try await Task.sleep(for: .seconds(2)) } catch { return }
+        guard let port = await self?.boundPort else { return }
+        let now = await BlockingPool.shared.run {
+          InterfaceAddresses.current(port: port, bindAddress: bindAddress)
+        }
+        await self?.updateAddresses(now)
+      }
+    }
+  }
+
+  private func updateAddresses(_ addresses: [Address]) {
+    guard phase == .listening || phase == .suspended, addresses != currentAddresses else { return }
+    currentAddresses = addresses
+    eventSink.yield(.addressesChanged(addresses))
+  }
+
+  // MARK: - Uploads (asked by connections)
+
+  /// What `admit` decided.
+  enum Admission: Sendable {
+    case accepted(UploadTicket)
+    case refused(Refusal)
+    /// The free-space figure is too old to decide with: measure (`statvfs`) and ask again.
+    case measureFreeSpace
+  }
+
+  /// Decides whether an upload may start: name conflicts, then free space (counting what uploads
+  /// in flight still have to write). On success the upload is in flight and `.uploadStarted`
+  /// has been sent.
+  ///
+  /// `freeBytes` is a fresh measurement, or `nil` to decide from the last one when that is
+  /// recent and the answer is clear even counting every byte admitted since as written;
+  /// otherwise the answer is `.measureFreeSpace`.
+  func admit(_ path: UploadPath, size: Int, freeBytes: Int?) -> Admission {
+    guard phase == .listening else {
+      return .refused(Refusal(.writeFailed, "The session is not accepting uploads."))
+    }
+    if let conflict = index.conflict(for: path) { return .refused(conflict) }
+    let pending = inFlight.values.reduce(0) { $0 + max(0, $1.upload.size - $1.counter.bytes) }
+    if let freeBytes {
+      freeSpace.record(freeBytes)
+      if freeBytes - pending - size < configuration.reservedFreeSpace {
+        return .refused(Refusal(.insufficientStorage))
+      }
+    } else {
+      guard let estimate = freeSpace.pessimisticEstimate(),
+        estimate - pending - size >= configuration.reservedFreeSpace
+      else { return .measureFreeSpace }
+    }
+    freeSpace.admitted(size)
+    let upload = Upload(id: nextUploadID, relativePath: path.value, size: size)
+    nextUploadID += 1
+    let counter = ProgressCounter()
+    inFlight[upload.id] = InFlight(upload: upload, counter: counter)
+    eventSink.yield(.uploadStarted(upload))
+    startPublishingProgress()
+    return .accepted(
+      UploadTicket(
+        upload: upload, path: path, partialPath: staging.partialPath(for: upload.id),
+        counter: counter))
+  }
+
+  /// Stores a complete upload: checks the name again, moves the file into place and records it.
+  /// Returns the record and the folders whose entries changed.
+  func store(
+    _ ticket: UploadTicket, mimeType: String?, kind: ContentKind
+  ) -> Result<(ReceivedFile, [String]), Refusal> {
+    guard phase != .ended, inFlight[ticket.upload.id] != nil else {
+      return .failure(Refusal(.writeFailed, "The session ended while the file was arriving."))
+    }
+    if let conflict = index.conflict(for: ticket.path) {
+      finishUpload(ticket, failure: .pathConflict)
+      return .failure(conflict)
+    }
+    let changed: [String]
+    do {
+      changed = try staging.place(partial: ticket.partialPath, at: ticket.path)
+    } catch {
+      finishUpload(ticket, failure: .writeFailed(error.reason))
+      return .failure(Refusal(.writeFailed, "The file couldn't be stored: \(error.reason)."))
+    }
+    let file = ReceivedFile(
+      relativePath: ticket.path.value, size: ticket.upload.size,
+      url: staging.finalURL(for: ticket.path), receivedAt: Date(), mimeType: mimeType, kind: kind)
+    index.insert(file, at: ticket.path)
+    finishUpload(ticket, failure: nil)
+    eventSink.yield(.uploadFinished(file))
+    return .success((file, changed))
+  }
+
+  /// Ends an upload that did not complete: `.uploadFailed` with the reason.
+  func abandon(_ ticket: UploadTicket, reason: FailureReason) {
+    guard inFlight[ticket.upload.id] != nil else { return }
+    finishUpload(ticket, failure: reason)
+  }
+
+  private func finishUpload(_ ticket: UploadTicket, failure: FailureReason?) {
+    inFlight.removeValue(forKey: ticket.upload.id)
+    if let failure { eventSink.yield(.uploadFailed(ticket.upload, failure)) }
+  }
+
+  private func startPublishingProgress() {
+    guard progressTask == nil else { return }
+    progressTask = Task { [weak self] in await self?.publishProgress() }
+  }
+
+  private func publishProgress() async {
+    while !inFlight.isEmpty {
+      let snapshot = inFlight.values
+        .sorted { $0.upload.id < $1.upload.id }
+        .map { UploadProgress(upload: $0.upload, receivedBytes: $0.counter.bytes) }
+      progressSink.yield(snapshot)
+      do { try await Task.sleep(for: .milliseconds(100)) } catch { break }
+    }
+    progressSink.yield([])
+    progressTask = nil
+  }
+}
+
+/// The last `statvfs` of the staging volume, so most uploads are admitted without a system call:
+/// within `lifetime` of a measurement, every byte admitted since is counted as already written,
+/// which can only underestimate what is free. When that estimate is not clearly enough, the
+/// connection measures again.
+struct FreeSpaceEstimate {
+  static let lifetime = Duration.milliseconds(250)
+
+  private var measured: Int?
+  private var measuredAt = ContinuousClock.now
+  private var admittedSince = 0
+
+  mutating func record(_ freeBytes: Int) {
+    measured = freeBytes
+    measuredAt = .now
+    admittedSince = 0
+  }
+
+  mutating func admitted(_ size: Int) { admittedSince += size }
+
+  func pessimisticEstimate() -> Int? {
+    guard let measured, measuredAt.duration(to: .now) < Self.lifetime else { return nil }
+    return measured - admittedSince
+  }
+}
+
+/// An admitted upload: what the connection needs to receive and store it.
+struct UploadTicket: Sendable {
+  let upload: Upload
+  let path: UploadPath
+  let partialPath: String
+  let counter: ProgressCounter
+}
+
+/// Bytes received so far by one upload, written by its connection, read by the progress stream.
+final class ProgressCounter: Sendable {
+  private let value = Atomic(0)
+
+  var bytes: Int { value.load(ordering: .relaxed) }
+
+  func add(_ count: Int) { value.add(count, ordering: .relaxed) }
 }

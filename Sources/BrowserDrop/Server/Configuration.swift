@@ -43,7 +43,8 @@ extension BrowserDropServer {
 
     /// The staging root used when none is given: `browserdrop` in the temporary directory.
     public static var defaultStagingRoot: URL {
-      FileManager.default.temporaryDirectory.appending(path: "browserdrop", directoryHint: .isDirectory)
+      FileManager.default.temporaryDirectory.appending(
+        path: "browserdrop", directoryHint: .isDirectory)
     }
 
     /// Creates a configuration; every argument has a sensible default.

@@ -1,0 +1,1 @@
+print("EmbeddedHost: not written yet")

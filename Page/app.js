@@ -1,0 +1,820 @@
+// BrowserDrop upload page: protocol v1 reference client.
+//
+//   GET  config.json              page settings (strings, limits, look)
+//   POST upload?path=<a>/<b>/<c>  raw file body, each path segment encodeURIComponent'ed
+//
+// Plain script, no build step, no external fetches, works under a strict CSP (no inline code).
+// File names are only ever written with textContent, never parsed as HTML.
+'use strict';
+
+(() => {
+  // Every text on the page, by key; config.json's "strings" replaces any of them.
+  const DEFAULT_STRINGS = {
+    title: 'Upload files',
+    subtitle: 'Send files from this computer to your device.',
+    dropTitle: 'Drop files or folders here',
+    dropHint: 'Folders keep their structure.',
+    chooseFiles: 'Choose files',
+    chooseFolder: 'Choose folder',
+    summaryEmpty: 'No files yet.',
+    summary: '{done} of {total} uploaded',
+    queued: 'Waiting',
+    uploading: 'Uploading',
+    uploaded: 'Uploaded',
+    failed: 'Failed',
+    waitingForDevice: 'Waiting for the device…',
+    deviceUnreachable:
+      "Can't reach the device. Keep the upload screen open on it; uploads resume on their own.",
+    notEnoughSpace: 'Not enough space on the device',
+    tooLarge: 'Too large',
+    unsupported: 'File type not supported',
+    pathConflict: 'Another file or folder you sent has this name',
+    skipped: "Skipped because the type isn't supported: {count}",
+    retry: 'Retry failed',
+    doneHint: "When you're done, confirm on your device to import the files.",
+    loadError: "Can't reach the device. Check that its upload screen is still open.",
+  };
+
+  // Error codes of protocol v1 → the reason shown, and whether "Retry failed" may try again.
+  const REFUSALS = {
+    too_large: { reason: 'tooLarge', retryable: false },
+    unsupported_type: { reason: 'unsupported', retryable: false },
+    invalid_path: { reason: '', retryable: false },
+    insufficient_storage: { reason: 'notEnoughSpace', retryable: true },
+    path_conflict: { reason: 'pathConflict', retryable: true },
+  };
+
+  const MAX_BACKOFF_SECONDS = 30;
+  const MAX_SERVER_ERRORS = 5; // 5xx answers (other than 507) retried automatically per file
+  const MAX_DROPPED_CONNECTIONS = 8; // dropped connections per file while the device answers
+  const STALL_MS = 120000; // no progress for this long: the connection is treated as lost
+  const UNREACHABLE_AFTER = 2; // failed reconnection probes before saying "can't reach"
+
+  const $ = (id) => document.getElementById(id);
+  const ui = {
+    root: document.documentElement,
+    app: $('app'),
+    brand: $('brand'),
+    drop: $('drop'),
+    chooseFiles: $('choose-files'),
+    chooseFolder: $('choose-folder'),
+    fileInput: $('file-input'),
+    folderInput: $('folder-input'),
+    notice: $('notice'),
+    noticeText: $('notice-text'),
+    panel: $('panel'),
+    summary: $('summary'),
+    retry: $('retry'),
+    overall: $('overall'),
+    skipped: $('skipped'),
+    list: $('list'),
+    done: $('done'),
+    live: $('live'),
+  };
+
+  const state = {
+    ready: false,
+    strings: { ...DEFAULT_STRINGS },
+    title: null,
+    allowed: null, // Set of lowercase extensions, or null for any
+    maxSize: null, // bytes, or null for no limit
+    concurrency: 3,
+    items: [], // every file shown, in the order it was added
+    byPath: new Map(),
+    queue: [], // items waiting for a slot, ordered by seq
+    active: 0,
+    seq: 0,
+    skipped: 0,
+    offline: false, // a connection failed: nothing starts until a probe reaches the device
+    backoffLevel: 0, // reset by any successful upload
+    probeFailures: 0,
+    probeTimer: 0,
+    dirty: new Set(),
+    frame: 0,
+    lastMilestone: 0,
+    wasBusy: false,
+  };
+
+  // ---------------------------------------------------------------- text
+
+  // Natural order, so "2 Chapter" comes before "10 Chapter".
+  const byName = new Intl.Collator(undefined, { numeric: true, sensitivity: 'base' });
+  let numberFormat = new Intl.NumberFormat('en');
+  let decimalFormat = new Intl.NumberFormat('en', { maximumFractionDigits: 1 });
+  let percentFormat = new Intl.NumberFormat('en', { style: 'percent' });
+
+  function t(key, values) {
+    let text = state.strings[key];
+    if (typeof text !== 'string') text = DEFAULT_STRINGS[key] || '';
+    if (!values) return text;
+    return text.replace(/\{(done|total|count)\}/g, (match, name) =>
+      name in values ? numberFormat.format(values[name]) : match,
+    );
+  }
+
+  function applyStrings() {
+    for (const node of document.querySelectorAll('[data-string]')) {
+      node.textContent = t(node.dataset.string);
+    }
+    const heading = t('title');
+    document.title = state.title ? `${heading} · ${state.title}` : heading;
+  }
+
+  function formatBytes(bytes) {
+    const units = ['B', 'KB', 'MB', 'GB', 'TB'];
+    let value = bytes;
+    let unit = 0;
+    while (value >= 1000 && unit < units.length - 1) {
+      value /= 1000;
+      unit += 1;
+    }
+    const number = unit === 0 ? numberFormat.format(value) : decimalFormat.format(value);
+    return `${number} ${units[unit]}`;
+  }
+
+  function announce(text) {
+    // Clearing first makes screen readers repeat a message identical to the previous one.
+    ui.live.textContent = '';
+    window.setTimeout(() => {
+      ui.live.textContent = text;
+    }, 60);
+  }
+
+  // ---------------------------------------------------------------- configuration
+
+  function textDirection(language) {
+    try {
+      const locale = new Intl.Locale(language);
+      const info = typeof locale.getTextInfo === 'function' ? locale.getTextInfo() : locale.textInfo;
+      if (info && info.direction) return info.direction;
+    } catch (error) {
+      // Not a valid tag: fall through to the list below.
+    }
+    return /^(ar|fa|he|iw|ps|sd|ug|ur|yi|dv|ckb)(-|$)/i.test(language) ? 'rtl' : 'ltr';
+  }
+
+  function relativeLuminance(hex) {
+    const channel = (offset) => {
+      const c = parseInt(hex.slice(offset, offset + 2), 16) / 255;
+      return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
+    };
+    return 0.2126 * channel(1) + 0.7152 * channel(3) + 0.0722 * channel(5);
+  }
+
+  function applyAccent(color) {
+    if (typeof color !== 'string') return;
+    let value = color.trim();
+    if (/^#[0-9a-f]{3}$/i.test(value)) value = '#' + [...value.slice(1)].map((c) => c + c).join('');
+    if (/^#[0-9a-f]{6}$/i.test(value)) {
+      ui.root.style.setProperty('--accent', value);
+      // Text on the accent: whichever of white and near-black contrasts more.
+      const l = relativeLuminance(value);
+      const onWhite = 1.05 / (l + 0.05);
+      const onDark = (l + 0.05) / 0.0625;
+      ui.root.style.setProperty('--accent-fg', onWhite >= onDark ? '#ffffff' : '#0f1220');
+    } else if (window.CSS && CSS.supports('color', value)) {
+      ui.root.style.setProperty('--accent', value);
+    }
+  }
+
+  function applyConfig(config) {
+    if (config && typeof config.strings === 'object' && config.strings) {
+      for (const [key, value] of Object.entries(config.strings)) {
+        if (typeof value === 'string') state.strings[key] = value;
+      }
+    }
+    if (typeof config.language === 'string' && config.language) {
+      ui.root.lang = config.language;
+      ui.root.dir = textDirection(config.language);
+      try {
+        numberFormat = new Intl.NumberFormat(config.language);
+        decimalFormat = new Intl.NumberFormat(config.language, { maximumFractionDigits: 1 });
+        percentFormat = new Intl.NumberFormat(config.language, { style: 'percent' });
+      } catch (error) {
+        // Unknown to this browser: keep English number formats.
+      }
+    }
+    if (typeof config.title === 'string' && config.title) {
+      state.title = config.title;
+      ui.brand.textContent = config.title;
+      ui.brand.hidden = false;
+    }
+    applyAccent(config.accentColor);
+    if (Array.isArray(config.allowedExtensions)) {
+      state.allowed = new Set(
+        config.allowedExtensions.map((e) => String(e).toLowerCase().replace(/^\./, '')),
+      );
+      // No `accept` on the file input: some systems grey out files whose extension they can't map
+      // to a MIME type, which would hide files the device takes. The page filters instead.
+    }
+    if (Number.isFinite(config.maximumFileSize) && config.maximumFileSize >= 0) {
+      state.maxSize = config.maximumFileSize;
+    }
+    const concurrent = Number(config.maximumConcurrentUploads);
+    // Browsers open at most 6 HTTP/1.1 connections per host; more would only wait inside it.
+    if (Number.isInteger(concurrent) && concurrent > 0) state.concurrency = Math.min(concurrent, 6);
+    applyStrings();
+  }
+
+  async function loadConfig(attempt) {
+    try {
+      const response = await fetch('config.json', { cache: 'no-store' });
+      if (!response.ok) throw new Error(`config.json: HTTP ${response.status}`);
+      const config = await response.json();
+      applyConfig(config);
+      hideNotice();
+      state.ready = true;
+      ui.chooseFiles.disabled = false;
+      ui.chooseFolder.disabled = false;
+      ui.app.setAttribute('aria-busy', 'false');
+      ui.root.dataset.ready = '1';
+      scheduleRender();
+    } catch (error) {
+      showNotice(t('loadError'), 'error');
+      if (attempt === 0) announce(t('loadError'));
+      window.setTimeout(() => loadConfig(attempt + 1), backoffMs(attempt));
+    }
+  }
+
+  // ---------------------------------------------------------------- notices
+
+  function showNotice(text, kind) {
+    ui.noticeText.textContent = text;
+    ui.notice.dataset.kind = kind;
+    ui.notice.hidden = false;
+  }
+
+  function hideNotice() {
+    ui.notice.hidden = true;
+    ui.noticeText.textContent = '';
+  }
+
+  // ---------------------------------------------------------------- adding files
+
+  function cleanPath(path) {
+    const segments = String(path).split('/').filter((s) => s !== '');
+    if (segments.length === 0) return null;
+    // Hidden files and folders (.DS_Store, .git) are left out silently; the server refuses them.
+    if (segments.some((s) => s.startsWith('.'))) return null;
+    return segments.join('/');
+  }
+
+  function extensionOf(path) {
+    const name = path.slice(path.lastIndexOf('/') + 1);
+    const dot = name.lastIndexOf('.');
+    return dot > 0 ? name.slice(dot + 1).toLowerCase() : '';
+  }
+
+  // Takes [{file, path}] and queues what may be sent. Returns how many rows were added or reset.
+  function addFiles(candidates) {
+    let added = 0;
+    candidates.sort((a, b) => byName.compare(a.path, b.path));
+    for (const { file, path } of candidates) {
+      const clean = cleanPath(path);
+      if (!clean) continue;
+      if (state.allowed && !state.allowed.has(extensionOf(clean))) {
+        state.skipped += 1;
+        continue;
+      }
+      let item = state.byPath.get(clean);
+      if (item) {
+        // Already waiting or on its way: keep the one in the list.
+        if (item.state === 'queued' || item.state === 'uploading') continue;
+        item.file = file;
+        item.size = file.size;
+      } else {
+        item = {
+          seq: ++state.seq,
+          path: clean,
+          file,
+          size: file.size,
+          state: 'queued',
+          loaded: 0,
+          reason: '',
+          retryable: false,
+          xhr: null,
+          serverErrors: 0,
+          droppedConnections: 0,
+          lastProgress: 0,
+          el: null,
+        };
+        state.items.push(item);
+        state.byPath.set(clean, item);
+        ui.list.append(buildRow(item));
+      }
+      added += 1;
+      if (state.maxSize !== null && file.size > state.maxSize) {
+        fail(item, 'tooLarge', false);
+      } else {
+        enqueue(item);
+      }
+    }
+    pump();
+    scheduleRender();
+    return added;
+  }
+
+  function fromFileList(files, useRelativePath) {
+    return Array.from(files, (file) => ({
+      file,
+      path: (useRelativePath && file.webkitRelativePath) || file.name,
+    }));
+  }
+
+  function readEntries(reader) {
+    return new Promise((resolve) => reader.readEntries(resolve, () => resolve([])));
+  }
+
+  function fileOf(entry) {
+    return new Promise((resolve) => entry.file(resolve, () => resolve(null)));
+  }
+
+  // Walks dropped entries depth-first; adds files in batches so a big folder shows up as it is read.
+  async function walkEntries(entries) {
+    let batch = [];
+    const flush = () => {
+      if (batch.length) addFiles(batch);
+      batch = [];
+    };
+    const visit = async (entry) => {
+      if (entry.name.startsWith('.')) return;
+      if (entry.isFile) {
+        const file = await fileOf(entry);
+        if (file) batch.push({ file, path: entry.fullPath.replace(/^\/+/, '') || file.name });
+        if (batch.length >= 100) flush();
+      } else if (entry.isDirectory) {
+        const reader = entry.createReader();
+        // readEntries hands out a directory in chunks (100 in Chromium) until it returns none.
+        for (;;) {
+          const children = await readEntries(reader);
+          if (children.length === 0) break;
+          children.sort((a, b) => byName.compare(a.name, b.name));
+          for (const child of children) await visit(child);
+        }
+      }
+    };
+    for (const entry of entries) await visit(entry);
+    flush();
+  }
+
+  function handleDrop(dataTransfer) {
+    if (!dataTransfer) return;
+    const entries = [];
+    const loose = [];
+    const items = dataTransfer.items ? Array.from(dataTransfer.items) : [];
+    // Entries must be taken synchronously, while the drop event is being dispatched.
+    for (const item of items) {
+      if (item.kind !== 'file') continue;
+      const entry = typeof item.webkitGetAsEntry === 'function' ? item.webkitGetAsEntry() : null;
+      if (entry) {
+        entries.push(entry);
+      } else {
+        const file = item.getAsFile();
+        if (file) loose.push({ file, path: file.name });
+      }
+    }
+    // Only browsers without DataTransfer.items get here. Elsewhere dataTransfer.files also lists
+    // each dropped folder as a pseudo-file, which must never be uploaded.
+    if (items.length === 0 && dataTransfer.files) loose.push(...fromFileList(dataTransfer.files));
+    const before = state.items.length;
+    const skippedBefore = state.skipped;
+    if (loose.length) addFiles(loose);
+    walkEntries(entries).then(() => afterAdding(before, skippedBefore));
+  }
+
+  function afterAdding(before, skippedBefore) {
+    scheduleRender();
+    if (state.items.length !== before || state.skipped !== skippedBefore) {
+      const counts = tally();
+      const parts = [t('summary', { done: counts.uploaded, total: state.items.length })];
+      if (state.skipped !== skippedBefore) parts.push(t('skipped', { count: state.skipped }));
+      announce(parts.join('. '));
+    }
+  }
+
+  function chosen(input, useRelativePath) {
+    const before = state.items.length;
+    const skippedBefore = state.skipped;
+    addFiles(fromFileList(input.files, useRelativePath));
+    input.value = ''; // choosing the same files again fires "change" again
+    afterAdding(before, skippedBefore);
+  }
+
+  // ---------------------------------------------------------------- queue
+
+  function enqueue(item) {
+    item.state = 'queued';
+    item.loaded = 0;
+    item.reason = '';
+    item.retryable = false;
+    // Keep the order files were added in, also when a cut-off upload goes back in line.
+    let low = 0;
+    let high = state.queue.length;
+    while (low < high) {
+      const mid = (low + high) >> 1;
+      if (state.queue[mid].seq < item.seq) low = mid + 1;
+      else high = mid;
+    }
+    state.queue.splice(low, 0, item);
+    markDirty(item);
+  }
+
+  function fail(item, reason, retryable) {
+    item.state = 'failed';
+    item.reason = reason;
+    item.retryable = retryable;
+    item.loaded = 0;
+    markDirty(item);
+  }
+
+  function pump() {
+    if (!state.ready || state.offline) return;
+    while (state.active < state.concurrency && state.queue.length) {
+      const item = state.queue.shift();
+      if (item.state === 'queued') send(item);
+    }
+  }
+
+  function encodePath(path) {
+    return path.split('/').map(encodeURIComponent).join('/');
+  }
+
+  function send(item) {
+    const xhr = new XMLHttpRequest();
+    item.xhr = xhr;
+    item.state = 'uploading';
+    item.loaded = 0;
+    item.lastProgress = Date.now();
+    state.active += 1;
+    markDirty(item);
+    xhr.open('POST', 'upload?path=' + encodePath(item.path));
+    xhr.upload.onprogress = (event) => {
+      if (item.xhr !== xhr) return;
+      item.loaded = Math.min(event.loaded, item.size);
+      item.lastProgress = Date.now();
+      markDirty(item);
+    };
+    xhr.onload = () => answered(item, xhr);
+    xhr.onerror = () => connectionLost(item, xhr);
+    xhr.ontimeout = () => connectionLost(item, xhr);
+    // The File is streamed from disk by the browser: nothing is read into memory here.
+    xhr.send(item.file);
+  }
+
+  function release(item, xhr) {
+    if (item.xhr !== xhr) return false; // a late event from an attempt already given up
+    item.xhr = null;
+    state.active -= 1;
+    return true;
+  }
+
+  function answered(item, xhr) {
+    if (!release(item, xhr)) return;
+    const status = xhr.status;
+    if (status === 0) {
+      connectionLost(item, null);
+      return;
+    }
+    if (status >= 200 && status < 300) {
+      item.state = 'uploaded';
+      item.loaded = item.size;
+      item.droppedConnections = 0;
+      state.backoffLevel = 0;
+      markDirty(item);
+    } else {
+      let code = '';
+      try {
+        code = String(JSON.parse(xhr.responseText).error || '');
+      } catch (error) {
+        // Not JSON (a proxy's page, perhaps): go by the status alone.
+      }
+      if (!code && status === 413) code = 'too_large';
+      if (!code && status === 507) code = 'insufficient_storage';
+      if (!code && status === 409) code = 'path_conflict';
+      const refusal = REFUSALS[code];
+      if (refusal) {
+        fail(item, refusal.reason, refusal.retryable);
+      } else if (status >= 500) {
+        // A hiccup on the device (or a proxy in between): try again a few times on our own.
+        item.serverErrors += 1;
+        if (item.serverErrors < MAX_SERVER_ERRORS) {
+          item.state = 'queued';
+          item.loaded = 0;
+          markDirty(item);
+          window.setTimeout(() => {
+            if (item.state === 'queued' && !state.queue.includes(item)) {
+              enqueue(item);
+              pump();
+            }
+          }, backoffMs(item.serverErrors - 1));
+        } else {
+          fail(item, '', true);
+        }
+      } else {
+        fail(item, '', true);
+      }
+    }
+    pump();
+    scheduleRender();
+  }
+
+  // The request never got an answer: the device went away, suspended its server, or the network
+  // dropped. The file goes back in line and uploads pause until the device answers again.
+  function connectionLost(item, xhr) {
+    if (xhr && !release(item, xhr)) return;
+    item.droppedConnections += 1;
+    if (item.droppedConnections >= MAX_DROPPED_CONNECTIONS) {
+      fail(item, '', true);
+    } else {
+      enqueue(item);
+    }
+    goOffline();
+    scheduleRender();
+  }
+
+  function backoffMs(level) {
+    return Math.min(MAX_BACKOFF_SECONDS, 2 ** Math.min(level, 10)) * 1000;
+  }
+
+  function goOffline() {
+    if (state.offline) return;
+    state.offline = true;
+    state.probeFailures = 0;
+    showNotice(t('waitingForDevice'), 'waiting');
+    announce(t('waitingForDevice'));
+    scheduleProbe(backoffMs(state.backoffLevel));
+    state.backoffLevel += 1;
+  }
+
+  function scheduleProbe(delay) {
+    window.clearTimeout(state.probeTimer);
+    state.probeTimer = window.setTimeout(probe, delay);
+  }
+
+  // Asks for config.json: any answer means the device is listening again.
+  async function probe() {
+    window.clearTimeout(state.probeTimer);
+    if (!state.offline) return;
+    const controller = new AbortController();
+    const timer = window.setTimeout(() => controller.abort(), 10000);
+    let reachable = false;
+    try {
+      const response = await fetch('config.json', { cache: 'no-store', signal: controller.signal });
+      reachable = response.ok;
+    } catch (error) {
+      reachable = false;
+    } finally {
+      window.clearTimeout(timer);
+    }
+    if (!state.offline) return;
+    if (reachable) {
+      state.offline = false;
+      hideNotice();
+      const counts = tally();
+      announce(t('summary', { done: counts.uploaded, total: state.items.length }));
+      pump();
+      scheduleRender();
+      return;
+    }
+    state.probeFailures += 1;
+    if (state.probeFailures === UNREACHABLE_AFTER) {
+      showNotice(t('deviceUnreachable'), 'error');
+      announce(t('deviceUnreachable'));
+    }
+    scheduleProbe(backoffMs(state.backoffLevel));
+    state.backoffLevel += 1;
+  }
+
+  function retryFailed() {
+    for (const item of state.items) {
+      if (item.state === 'failed' && item.retryable) {
+        item.serverErrors = 0;
+        item.droppedConnections = 0;
+        enqueue(item);
+      }
+    }
+    if (state.offline) probe();
+    pump();
+    scheduleRender();
+  }
+
+  // Uploads whose connection went silent (a laptop lid closed on the device, Wi-Fi gone) are
+  // abandoned and retried; slow but moving uploads are left alone.
+  window.setInterval(() => {
+    const now = Date.now();
+    for (const item of state.items) {
+      if (item.state === 'uploading' && item.xhr && now - item.lastProgress > STALL_MS) {
+        const xhr = item.xhr;
+        release(item, xhr);
+        xhr.abort();
+        connectionLost(item, null);
+      }
+    }
+  }, 5000);
+
+  // ---------------------------------------------------------------- rendering
+
+  function buildRow(item) {
+    const row = document.createElement('li');
+    row.className = 'item';
+    row.dataset.path = item.path;
+
+    const icon = document.createElement('span');
+    icon.className = 'item-icon';
+    icon.setAttribute('aria-hidden', 'true');
+
+    const body = document.createElement('div');
+    body.className = 'item-body';
+
+    const top = document.createElement('div');
+    top.className = 'item-top';
+    const name = document.createElement('span');
+    name.className = 'item-name';
+    name.title = item.path;
+    const slash = item.path.lastIndexOf('/');
+    if (slash >= 0) {
+      const folder = document.createElement('span');
+      folder.className = 'item-folder';
+      folder.textContent = item.path.slice(0, slash + 1);
+      name.append(folder);
+    }
+    const base = document.createElement('span');
+    base.className = 'item-base';
+    base.textContent = item.path.slice(slash + 1);
+    name.append(base);
+    const stateLabel = document.createElement('span');
+    stateLabel.className = 'item-state';
+    top.append(name, stateLabel);
+
+    const bar = document.createElement('div');
+    bar.className = 'bar';
+    bar.setAttribute('role', 'progressbar');
+    bar.setAttribute('aria-label', item.path);
+    bar.setAttribute('aria-valuemin', '0');
+    bar.setAttribute('aria-valuemax', '100');
+    const fill = document.createElement('div');
+    fill.className = 'fill';
+    bar.append(fill);
+
+    const meta = document.createElement('div');
+    meta.className = 'item-meta';
+    const size = document.createElement('span');
+    size.className = 'item-size';
+    const reason = document.createElement('span');
+    reason.className = 'item-reason';
+    meta.append(size, reason);
+
+    body.append(top, bar, meta);
+    row.append(icon, body);
+    item.el = { row, stateLabel, bar, fill, size, reason, shown: '' };
+    markDirty(item);
+    return row;
+  }
+
+  function markDirty(item) {
+    state.dirty.add(item);
+    scheduleRender();
+  }
+
+  function scheduleRender() {
+    if (!state.frame) state.frame = window.requestAnimationFrame(render);
+  }
+
+  function tally() {
+    const counts = { queued: 0, uploading: 0, uploaded: 0, failed: 0, retryable: 0 };
+    for (const item of state.items) {
+      counts[item.state] += 1;
+      if (item.state === 'failed' && item.retryable) counts.retryable += 1;
+    }
+    return counts;
+  }
+
+  function renderItem(item) {
+    const el = item.el;
+    if (!el) return;
+    const fraction = item.size > 0 ? item.loaded / item.size : item.state === 'uploaded' ? 1 : 0;
+    el.row.dataset.state = item.state;
+    let label = t(item.state);
+    if (item.state === 'uploading') label += ` · ${percentFormat.format(Math.floor(fraction * 100) / 100)}`;
+    el.stateLabel.textContent = label;
+    el.fill.style.setProperty('--p', String(fraction));
+    el.bar.setAttribute('aria-valuenow', String(Math.round(fraction * 100)));
+    el.size.textContent =
+      item.state === 'uploading'
+        ? `${formatBytes(item.loaded)} / ${formatBytes(item.size)}`
+        : formatBytes(item.size);
+    el.reason.textContent = item.state === 'failed' && item.reason ? t(item.reason) : '';
+  }
+
+  function render() {
+    state.frame = 0;
+    for (const item of state.dirty) renderItem(item);
+    state.dirty.clear();
+
+    const counts = tally();
+    const total = state.items.length;
+    ui.summary.textContent =
+      total === 0 ? t('summaryEmpty') : t('summary', { done: counts.uploaded, total });
+
+    // Overall progress counts bytes of everything not refused, so one big file moves the bar.
+    let sent = 0;
+    let size = 0;
+    let countable = 0;
+    for (const item of state.items) {
+      if (item.state === 'failed') continue;
+      countable += 1;
+      size += item.size;
+      sent += item.state === 'uploaded' ? item.size : item.loaded;
+    }
+    const fraction = size > 0 ? sent / size : countable > 0 ? counts.uploaded / countable : 0;
+    ui.overall.hidden = total === 0;
+    ui.overall.querySelector('.fill').style.setProperty('--p', String(fraction));
+    ui.overall.setAttribute('aria-valuenow', String(Math.round(fraction * 100)));
+    ui.overall.dataset.complete = counts.queued + counts.uploading === 0 && total > 0 ? '1' : '0';
+
+    ui.skipped.hidden = state.skipped === 0;
+    ui.skipped.textContent = state.skipped ? t('skipped', { count: state.skipped }) : '';
+    ui.retry.hidden = counts.retryable === 0;
+
+    const busy = counts.queued + counts.uploading > 0;
+    ui.done.hidden = busy || counts.uploaded === 0;
+    ui.root.dataset.busy = busy ? '1' : '0';
+    ui.panel.dataset.empty = total === 0 ? '1' : '0';
+
+    milestones(counts, total, busy);
+  }
+
+  // Screen readers hear the summary at each quarter of a large batch, and when all is settled.
+  function milestones(counts, total, busy) {
+    if (busy) {
+      state.wasBusy = true;
+      if (total >= 8) {
+        const quarter = Math.floor((counts.uploaded / total) * 4);
+        if (quarter > state.lastMilestone && quarter < 4) {
+          state.lastMilestone = quarter;
+          announce(t('summary', { done: counts.uploaded, total }));
+        }
+      }
+    } else if (state.wasBusy) {
+      state.wasBusy = false;
+      state.lastMilestone = 0;
+      const parts = [t('summary', { done: counts.uploaded, total })];
+      if (counts.failed) parts.push(`${t('failed')}: ${numberFormat.format(counts.failed)}`);
+      if (counts.uploaded) parts.push(t('doneHint'));
+      announce(parts.join('. '));
+    }
+  }
+
+  // ---------------------------------------------------------------- wiring
+
+  ui.chooseFiles.addEventListener('click', () => ui.fileInput.click());
+  ui.chooseFolder.addEventListener('click', () => ui.folderInput.click());
+  ui.fileInput.addEventListener('change', () => chosen(ui.fileInput, false));
+  ui.folderInput.addEventListener('change', () => chosen(ui.folderInput, true));
+  ui.retry.addEventListener('click', retryFailed);
+  if (!('webkitdirectory' in ui.folderInput)) ui.chooseFolder.hidden = true;
+
+  const carriesFiles = (event) =>
+    !!event.dataTransfer && Array.from(event.dataTransfer.types || []).includes('Files');
+  let dragDepth = 0;
+  const setDragging = (on) => ui.root.classList.toggle('dragging', on);
+
+  document.addEventListener('dragenter', (event) => {
+    if (!carriesFiles(event)) return;
+    event.preventDefault();
+    dragDepth += 1;
+    setDragging(true);
+  });
+  document.addEventListener('dragover', (event) => {
+    if (!carriesFiles(event)) return;
+    event.preventDefault(); // without this the browser would open the file instead
+    event.dataTransfer.dropEffect = state.ready ? 'copy' : 'none';
+  });
+  document.addEventListener('dragleave', (event) => {
+    if (!carriesFiles(event)) return;
+    dragDepth = Math.max(0, dragDepth - 1);
+    if (dragDepth === 0) setDragging(false);
+  });
+  document.addEventListener('drop', (event) => {
+    if (!carriesFiles(event)) return;
+    event.preventDefault();
+    dragDepth = 0;
+    setDragging(false);
+    if (state.ready) handleDrop(event.dataTransfer);
+  });
+
+  // Back on the network, or the tab is looked at again: check right away instead of waiting.
+  window.addEventListener('online', () => state.offline && probe());
+  document.addEventListener('visibilitychange', () => {
+    if (document.visibilityState === 'visible' && state.offline) probe();
+  });
+  window.addEventListener('beforeunload', (event) => {
+    if (state.items.some((item) => item.state === 'queued' || item.state === 'uploading')) {
+      event.preventDefault();
+      event.returnValue = '';
+    }
+  });
+
+  applyStrings();
+  loadConfig(0);
+})();

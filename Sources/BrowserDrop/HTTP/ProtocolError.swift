@@ -1,0 +1,62 @@
+/// Protocol version 1's error table: every refusal the server sends names one of these.
+enum ProtocolError: String, Error, Sendable, CaseIterable {
+  case badRequest = "bad_request"
+  case invalidPath = "invalid_path"
+  case unsupportedType = "unsupported_type"
+  case forbidden = "forbidden"
+  case notFound = "not_found"
+  case methodNotAllowed = "method_not_allowed"
+  case pathConflict = "path_conflict"
+  case lengthRequired = "length_required"
+  case tooLarge = "too_large"
+  case headersTooLarge = "headers_too_large"
+  case writeFailed = "write_failed"
+  case pageMissing = "page_missing"
+  case insufficientStorage = "insufficient_storage"
+
+  /// The HTTP status code.
+  var status: Int {
+    switch self {
+    case .badRequest, .invalidPath, .unsupportedType: 400
+    case .forbidden: 403
+    case .notFound: 404
+    case .methodNotAllowed: 405
+    case .pathConflict: 409
+    case .lengthRequired: 411
+    case .tooLarge: 413
+    case .headersTooLarge: 431
+    case .writeFailed, .pageMissing: 500
+    case .insufficientStorage: 507
+    }
+  }
+
+  /// The default English message.
+  var message: String {
+    switch self {
+    case .badRequest: "The request couldn't be read."
+    case .invalidPath: "The path is missing or unsafe."
+    case .unsupportedType: "The file type isn't accepted."
+    case .forbidden: "Not from the server's own page."
+    case .notFound: "No such page file."
+    case .methodNotAllowed: "Only GET of the page and POST /upload are supported."
+    case .pathConflict: "Another file or folder in the session already has that name."
+    case .lengthRequired: "Content-Length is required and chunked bodies aren't accepted."
+    case .tooLarge: "The file is larger than the largest accepted size."
+    case .headersTooLarge: "The request head is over 16 KiB."
+    case .writeFailed: "The file couldn't be written."
+    case .pageMissing: "The upload page isn't packaged with the server."
+    case .insufficientStorage: "Not enough free space on the device."
+    }
+  }
+}
+
+/// A refusal: an error code and the message sent with it.
+struct Refusal: Error, Sendable, Equatable {
+  let error: ProtocolError
+  let message: String
+
+  init(_ error: ProtocolError, _ message: String? = nil) {
+    self.error = error
+    self.message = message ?? error.message
+  }
+}

@@ -1,0 +1,75 @@
+/// Serialises responses: one buffer, written at once, then the connection closes.
+enum Response {
+  private static let reasons: [Int: String] = [
+    100: "Continue", 200: "OK", 201: "Created", 400: "Bad Request", 403: "Forbidden",
+    404: "Not Found", 405: "Method Not Allowed", 409: "Conflict", 411: "Length Required",
+    413: "Content Too Large", 431: "Request Header Fields Too Large",
+    500: "Internal Server Error", 507: "Insufficient Storage",
+  ]
+
+  /// The interim answer to `Expect: 100-continue`.
+  static let continueBytes = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
+
+  /// A complete response with `Content-Length` and `Connection: close`.
+  static func bytes(
+    status: Int, contentType: String, body: [UInt8], extraHeaders: [(String, String)] = []
+  ) -> [UInt8] {
+    var head = "HTTP/1.1 \(status) \(reasons[status] ?? "Status")\r\n"
+    head += "Content-Type: \(contentType)\r\n"
+    head += "Content-Length: \(body.count)\r\n"
+    head += "Connection: close\r\n"
+    head += "X-Content-Type-Options: nosniff\r\n"
+    head += "Referrer-Policy: no-referrer\r\n"
+    for (name, value) in extraHeaders { head += "\(name): \(value)\r\n" }
+    head += "\r\n"
+    var bytes = Array(head.utf8)
+    bytes.reserveCapacity(bytes.count + body.count)
+    bytes.append(contentsOf: body)
+    return bytes
+  }
+
+  /// A JSON body response.
+  static func json(status: Int, _ json: String) -> [UInt8] {
+    bytes(
+      status: status, contentType: "application/json; charset=utf-8", body: Array(json.utf8),
+      extraHeaders: [("Cache-Control", "no-store")])
+  }
+
+  /// Protocol v1's error body: `{"error": code, "message": text}`.
+  static func refusal(_ refusal: Refusal) -> [UInt8] {
+    json(
+      status: refusal.error.status,
+      "{\"error\":\(JSONText.quoted(refusal.error.rawValue)),\"message\":\(JSONText.quoted(refusal.message))}"
+    )
+  }
+
+  /// The success answer to an upload: `201 {"path": cleaned}`.
+  static func created(path: String) -> [UInt8] {
+    json(status: 201, "{\"path\":\(JSONText.quoted(path))}")
+  }
+}
+
+/// Minimal JSON string quoting, for the few bodies built by hand on the hot path.
+enum JSONText {
+  static func quoted(_ text: String) -> String {
+    var out = "\""
+    for scalar in text.unicodeScalars {
+      switch scalar {
+      case "\"": out += "\\\""
+      case "\\": out += "\\\\"
+      case "\n": out += "\\n"
+      case "\r": out += "\\r"
+      case "\t": out += "\\t"
+      default:
+        if scalar.value < 0x20 || scalar.value == 0x2028 || scalar.value == 0x2029 {
+          out +=
+            "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count)
+            + String(scalar.value, radix: 16)
+        } else {
+          out.unicodeScalars.append(scalar)
+        }
+      }
+    }
+    return out + "\""
+  }
+}

@@ -1,0 +1,147 @@
+import CBrowserDropLinux
+import Glibc
+
+/// Moves a request body from a socket into a file in bounded steps, so memory stays flat
+/// whatever the size. Large bodies go socket → pipe → file with `splice(2)`, never through
+/// user space; small ones (and file systems that cannot splice) through one bounded buffer.
+struct BodyTransfer {
+  /// Bodies at least this large are spliced.
+  static let spliceThreshold = 1 << 20
+  /// The pipe's capacity, and the most one splice moves.
+  static let pipeCapacity = 1 << 20
+  /// The copy buffer's size.
+  static let bufferSize = 256 * 1024
+
+  let socket: Socket
+  let file: Int32
+  let idleTimeout: Duration
+  let counter: ProgressCounter
+
+  /// Moves `count` bytes. Returns `false` when the peer closed first.
+  func move(_ count: Int) async throws -> Bool {
+    guard count > 0 else { return true }
+    if count >= Self.spliceThreshold, let pipe = try? Pipe(capacity: Self.pipeCapacity) {
+      defer { pipe.close() }
+      switch try await splice(count, through: pipe) {
+      case .done(let complete): return complete
+      case .unsupported(let moved): return try await copy(count - moved)
+      }
+    }
+    return try await copy(count)
+  }
+
+  private enum SpliceOutcome {
+    case done(complete: Bool)
+    /// The file system refused splicing before anything was lost; `moved` bytes are in the file.
+    case unsupported(moved: Int)
+  }
+
+  private func splice(_ count: Int, through pipe: Pipe) async throws -> SpliceOutcome {
+    var moved = 0
+    while moved < count {
+      let want = min(count - moved, pipe.capacity)
+      let inPipe = try Syscall.nonBlocking("splice") {
+        cbd_splice(socket.fd, nil, pipe.write, nil, want, 1)
+      }
+      guard let inPipe else {
+        try await Reactor.shared.wait(
+          for: .readable, on: socket.fd, deadline: .now + idleTimeout)
+        continue
+      }
+      if inPipe == 0 { return .done(complete: false) }
+      let drained = try Self.drain(pipe, inPipe, into: file)
+      if drained < inPipe {
+        // This file system cannot take spliced pages: copy what sits in the pipe, then the rest.
+        guard moved == 0 && drained == 0 else { throw SystemError(call: "splice", code: EINVAL) }
+        try drainByCopy(pipe, inPipe)
+        counter.add(inPipe)
+        return .unsupported(moved: inPipe)
+      }
+      moved += inPipe
+      counter.add(inPipe)
+    }
+    return .done(complete: true)
+  }
+
+  /// Splices `count` bytes from the pipe into `file`; returns fewer only when the file system
+  /// refuses splicing (EINVAL).
+  private static func drain(_ pipe: Pipe, _ count: Int, into file: Int32) throws(SystemError) -> Int
+  {
+    var drained = 0
+    while drained < count {
+      let written = cbd_splice(pipe.read, nil, file, nil, count - drained, 0)
+      if written >= 0 {
+        drained += written
+        continue
+      }
+      switch errno {
+      case EINTR: continue
+      case EINVAL: return drained
+      case let code: throw SystemError(call: "splice", code: code)
+      }
+    }
+    return drained
+  }
+
+  private func drainByCopy(_ pipe: Pipe, _ count: Int) throws(SystemError) {
+    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: count, alignment: 16)
+    defer { buffer.deallocate() }
+    var filled = 0
+    while filled < count {
+      filled += try Syscall.blocking("read") {
+        Glibc.read(pipe.read, buffer.baseAddress! + filled, count - filled)
+      }
+    }
+    try Self.writeAll(file, UnsafeRawBufferPointer(buffer))
+  }
+
+  private func copy(_ count: Int) async throws -> Bool {
+    let capacity = min(Self.bufferSize, count)
+    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 16)
+    defer { buffer.deallocate() }
+    var moved = 0
+    while moved < count {
+      let want = min(capacity, count - moved)
+      let got = try await socket.read(
+        into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<want]),
+        deadline: .now + idleTimeout)
+      if got == 0 { return false }
+      try Self.writeAll(file, UnsafeRawBufferPointer(rebasing: buffer[..<got]))
+      moved += got
+      counter.add(got)
+    }
+    return true
+  }
+
+  /// Writes all of `bytes` to `fd`.
+  static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(SystemError) {
+    var offset = 0
+    while offset < bytes.count {
+      offset += try Syscall.blocking("write") {
+        Glibc.write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+      }
+    }
+  }
+}
+
+/// A non-blocking pipe, the middle of a splice.
+struct Pipe {
+  let read: Int32
+  let write: Int32
+  let capacity: Int
+
+  init(capacity wanted: Int) throws(SystemError) {
+    var fds: [Int32] = [0, 0]
+    try Syscall.blocking("pipe2") { cbd_pipe(&fds) }
+    read = fds[0]
+    write = fds[1]
+    // The kernel may grant less than asked (pipe-max-size); use what it gives.
+    let granted = cbd_set_pipe_size(write, Int32(wanted))
+    capacity = granted > 0 ? Int(granted) : 64 * 1024
+  }
+
+  func close() {
+    Glibc.close(read)
+    Glibc.close(write)
+  }
+}

@@ -1,0 +1,182 @@
+import CBrowserDropLinux
+import Foundation
+import Glibc
+import Synchronization
+
+/// The epoll loop: one thread waits for socket readiness and resumes the task waiting on it.
+/// Nothing else runs on that thread.
+final class Reactor: Sendable {
+  /// What a task waits for.
+  enum Interest: Sendable {
+    case readable
+    case writable
+  }
+
+  /// Why a wait ended without readiness.
+  enum WaitError: Error {
+    /// The deadline passed first.
+    case timedOut
+  }
+
+  /// The process-wide reactor.
+  static let shared = Reactor()
+
+  private struct Waiter {
+    var continuation: CheckedContinuation<Void, any Error>
+    var deadline: ContinuousClock.Instant?
+  }
+
+  private struct State {
+    var waiters: [Int32: Waiter] = [:]
+    /// File descriptors added to the epoll set (re-armed with MOD afterwards).
+    var registered: Set<Int32> = []
+    var deadlineCount = 0
+    /// The loop is in `epoll_wait` with no timeout: a new deadline must wake it.
+    var sleepingWithoutTimeout = false
+  }
+
+  private let epollFD: Int32
+  private let wakeFD: Int32
+  private let state = Mutex(State())
+  private static let wakeToken = UInt64.max
+
+  private init() {
+    epollFD = cbd_epoll_create()
+    wakeFD = cbd_eventfd()
+    precondition(epollFD >= 0 && wakeFD >= 0, "epoll_create1/eventfd failed: errno \(errno)")
+    _ = cbd_epoll_ctl(epollFD, EPOLL_CTL_ADD, wakeFD, UInt32(cbd_epollin()), Self.wakeToken)
+    let thread = Thread { [self] in
+      // Foundation's Thread.name does not reach the kernel here; name it for ps, perf and gdb.
+      cbd_set_thread_name("bd-epoll")
+      self.run()
+    }
+    thread.start()
+  }
+
+  /// Suspends until `fd` is ready for `interest`, the deadline passes (`WaitError.timedOut`) or
+  /// the task is cancelled (`CancellationError`).
+  func wait(
+    for interest: Interest, on fd: Int32, deadline: ContinuousClock.Instant? = nil
+  ) async throws {
+    try Task.checkCancellation()
+    try await withTaskCancellationHandler {
+      try await withCheckedThrowingContinuation {
+        (continuation: CheckedContinuation<Void, any Error>) in
+        let events =
+          UInt32(interest == .readable ? cbd_epollin() : cbd_epollout())
+          | UInt32(cbd_epolloneshot() | cbd_epollrdhup())
+        var wakeLoop = false
+        let failure: Int32? = state.withLock { state in
+          let op = state.registered.contains(fd) ? EPOLL_CTL_MOD : EPOLL_CTL_ADD
+          guard cbd_epoll_ctl(epollFD, op, fd, events, UInt64(UInt32(bitPattern: fd))) == 0 else {
+            return errno
+          }
+          state.registered.insert(fd)
+          state.waiters[fd] = Waiter(continuation: continuation, deadline: deadline)
+          if deadline != nil {
+            state.deadlineCount += 1
+            wakeLoop = state.sleepingWithoutTimeout
+            state.sleepingWithoutTimeout = false
+          }
+          return nil
+        }
+        if let failure {
+          continuation.resume(throwing: SystemError(call: "epoll_ctl", code: failure))
+        } else if Task.isCancelled {
+          // Cancelled between the check above and registration: the handler found no waiter.
+          resume(fd, with: .failure(CancellationError()))
+        } else if wakeLoop {
+          _ = cbd_eventfd_signal(wakeFD)  // the loop recomputes its timeout
+        }
+      }
+    } onCancel: {
+      resume(fd, with: .failure(CancellationError()))
+    }
+  }
+
+  /// Forgets `fd`; call before closing it.
+  func deregister(_ fd: Int32) {
+    let waiter = state.withLock { state -> Waiter? in
+      if state.registered.remove(fd) != nil {
+        _ = cbd_epoll_ctl(epollFD, EPOLL_CTL_DEL, fd, 0, 0)
+      }
+      return take(fd, from: &state)
+    }
+    waiter?.continuation.resume(throwing: CancellationError())
+  }
+
+  private func take(_ fd: Int32, from state: inout State) -> Waiter? {
+    guard let waiter = state.waiters.removeValue(forKey: fd) else { return nil }
+    if waiter.deadline != nil { state.deadlineCount -= 1 }
+    return waiter
+  }
+
+  private func resume(_ fd: Int32, with result: Result<Void, any Error>) {
+    let waiter = state.withLock { take(fd, from: &$0) }
+    waiter?.continuation.resume(with: result)
+  }
+
+  private func run() {
+    let capacity = 128
+    let events = UnsafeMutablePointer<UInt32>.allocate(capacity: capacity)
+    let tokens = UnsafeMutablePointer<UInt64>.allocate(capacity: capacity)
+    var ready: [CheckedContinuation<Void, any Error>] = []
+    var expired: [CheckedContinuation<Void, any Error>] = []
+    while true {
+      let timeout = state.withLock { state in
+        let timeout = nextTimeout(in: state)
+        state.sleepingWithoutTimeout = timeout < 0
+        return timeout
+      }
+      let count = cbd_epoll_wait(epollFD, events, tokens, Int32(capacity), timeout)
+      if count < 0 {
+        if errno == EINTR { continue }
+        fatalError("epoll_wait failed: errno \(errno)")
+      }
+      state.withLock { state in
+        for index in 0..<Int(count) {
+          if tokens[index] == Self.wakeToken {
+            _ = cbd_eventfd_drain(wakeFD)
+            continue
+          }
+          let fd = Int32(bitPattern: UInt32(truncatingIfNeeded: tokens[index]))
+          if let waiter = take(fd, from: &state) { ready.append(waiter.continuation) }
+        }
+        if state.deadlineCount > 0 {
+          let now = ContinuousClock.now
+          for (fd, waiter) in state.waiters where waiter.deadline.map({ $0 <= now }) == true {
+            if let waiter = take(fd, from: &state) { expired.append(waiter.continuation) }
+          }
+        }
+      }
+      for continuation in ready { continuation.resume() }
+      for continuation in expired { continuation.resume(throwing: WaitError.timedOut) }
+      ready.removeAll(keepingCapacity: true)
+      expired.removeAll(keepingCapacity: true)
+    }
+  }
+
+  /// The longest the loop sleeps while any deadline is set, so that a waiter with an earlier
+  /// deadline than the one the loop sleeps for needs no wake-up: deadlines are idle timeouts of
+  /// seconds, and this is their precision.
+  private static let deadlineResolution: Int64 = 50
+
+  /// Milliseconds until the earliest deadline (at most `deadlineResolution`), or -1 (wait
+  /// forever) when none is set.
+  private func nextTimeout(in state: State) -> Int32 {
+    guard state.deadlineCount > 0 else { return -1 }
+    let now = ContinuousClock.now
+    var earliest: ContinuousClock.Instant?
+    for waiter in state.waiters.values {
+      if let deadline = waiter.deadline, earliest.map({ deadline < $0 }) ?? true {
+        earliest = deadline
+      }
+    }
+    guard let earliest else { return -1 }
+    let remaining = now.duration(to: earliest)
+    if remaining <= .zero { return 0 }
+    let (seconds, attoseconds) = remaining.components
+    let milliseconds = seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
+    return Int32(clamping: min(milliseconds, Self.deadlineResolution))
+  }
+}

@@ -1,0 +1,280 @@
+import CBrowserDropLinux
+import Foundation
+import Glibc
+
+/// One connection: one request, one response, then close.
+struct Connection {
+  let socket: Socket
+  let services: SessionServices
+
+  private static let headBufferSize = 64 * 1024
+
+  private var idleTimeout: Duration { services.configuration.idleTimeout }
+
+  func run() async {
+    let buffer = UnsafeMutableRawBufferPointer.allocate(
+      byteCount: Self.headBufferSize, alignment: 16)
+    defer { buffer.deallocate() }
+    do {
+      guard let (head, headEnd, filled) = try await readHead(into: buffer) else { return }
+      let leftover = UnsafeRawBufferPointer(rebasing: buffer[headEnd..<filled])
+      try await respond(to: head, leftover: leftover)
+    } catch let refusal as Refusal {
+      await refuse(refusal)
+    } catch {
+      // Timed out, cancelled or reset: close without a response.
+    }
+    socket.close()
+  }
+
+  /// Reads until the blank line ending the head. `nil` when the peer closed first.
+  private func readHead(
+    into buffer: UnsafeMutableRawBufferPointer
+  ) async throws
+    -> (RequestHead, Int, Int)?
+  {
+    let deadline = ContinuousClock.now + idleTimeout
+    var filled = 0
+    while true {
+      let count = try await socket.read(
+        into: UnsafeMutableRawBufferPointer(rebasing: buffer[filled...]), deadline: deadline)
+      if count == 0 { return nil }
+      let scanFrom = max(0, filled - 3)
+      filled += count
+      let bytes = UnsafeRawBufferPointer(rebasing: buffer[..<filled])
+      if let end = RequestHead.end(in: bytes, scanFrom: scanFrom) {
+        guard end <= RequestHead.maximumSize else { throw Refusal(.headersTooLarge) }
+        let head = try RequestHead.parse(UnsafeRawBufferPointer(rebasing: buffer[..<end]))
+        return (head, end, filled)
+      }
+      if filled > RequestHead.maximumSize { throw Refusal(.headersTooLarge) }
+    }
+  }
+
+  /// Applies protocol v1's checks in their order and answers.
+  private func respond(to head: RequestHead, leftover: UnsafeRawBufferPointer) async throws {
+    guard let host = head.host, HostPolicy.isAllowed(host: host) else {
+      throw Refusal(.forbidden, "The Host header does not name this device on a private network.")
+    }
+    if head.hasTransferEncoding {
+      throw head.contentLength == nil
+        ? Refusal(.lengthRequired) : Refusal(.badRequest, "Content-Length with Transfer-Encoding.")
+    }
+    if head.method == "POST", head.contentLength == nil { throw Refusal(.lengthRequired) }
+    let target = head.target
+    let questionMark = target.firstIndex(of: "?")
+    let path = questionMark.map { String(target[..<$0]) } ?? target
+    let query = questionMark.map { target[target.index(after: $0)...] } ?? ""
+
+    switch head.method {
+    case "GET":
+      let response =
+        path == "/config.json" ? services.configResponse : await services.page.response(for: path)
+      try await socket.write(response, deadline: ContinuousClock.now + idleTimeout)
+      await closeGracefully()
+    case "POST" where path == "/upload":
+      if let origin = head.origin, !HostPolicy.originMatches(origin, host: host) {
+        throw Refusal(.forbidden, "Uploads must come from this server's own page.")
+      }
+      try await receiveUpload(head: head, query: query, leftover: leftover)
+    default:
+      throw Refusal(.methodNotAllowed)
+    }
+  }
+
+  private func receiveUpload(
+    head: RequestHead, query: Substring, leftover: UnsafeRawBufferPointer
+  )
+    async throws
+  {
+    let size = head.contentLength ?? 0
+    let path = try UploadPath(query: query)
+    if let allowed = services.allowedExtensions, !allowed.contains(path.fileExtension) {
+      throw Refusal(
+        .unsupportedType,
+        path.fileExtension.isEmpty
+          ? "Files without an extension aren't accepted."
+          : "Files of type .\(path.fileExtension) aren't accepted.")
+    }
+    if let maximum = services.configuration.maximumFileSize, size > maximum {
+      throw Refusal(.tooLarge, "The file is \(size) bytes; the largest accepted is \(maximum).")
+    }
+    guard let server = services.server else { return }
+    var admission = await server.admit(path, size: size, freeBytes: nil)
+    if case .measureFreeSpace = admission {
+      let stagingPath = services.staging.session.path
+      let freeBytes = await BlockingPool.shared.run { () -> Int in
+        var free: UInt64 = 0
+        // An unreadable volume counts as full: better a 507 than a write that fails.
+        return cbd_free_bytes(stagingPath, &free) == 0 ? Int(clamping: free) : 0
+      }
+      admission = await server.admit(path, size: size, freeBytes: freeBytes)
+    }
+    let ticket: UploadTicket
+    switch admission {
+    case .accepted(let accepted): ticket = accepted
+    case .refused(let refusal): throw refusal
+    case .measureFreeSpace: throw Refusal(.insufficientStorage)
+    }
+    let outcome = await receiveBody(
+      of: ticket, expectsContinue: head.expectsContinue, leftover: leftover)
+    switch outcome {
+    case .success(let response):
+      try? await socket.write(response, deadline: ContinuousClock.now + idleTimeout)
+    case .failure(let failure):
+      unlink(ticket.partialPath)
+      await server.abandon(ticket, reason: failure.reason)
+      if let refusal = failure.refusal { await refuse(refusal) }
+    }
+  }
+
+  private struct BodyFailure: Error {
+    var reason: FailureReason
+    /// What to answer, when the peer can still hear it.
+    var refusal: Refusal?
+  }
+
+  /// Streams the body into the partial file, makes it durable, inspects it and asks the server
+  /// to store it. Returns the response to send.
+  private func receiveBody(
+    of ticket: UploadTicket, expectsContinue: Bool, leftover: UnsafeRawBufferPointer
+  ) async -> Result<[UInt8], BodyFailure> {
+    let configuration = services.configuration
+    do {
+      if expectsContinue && leftover.isEmpty {
+        try await socket.write(Response.continueBytes, deadline: ContinuousClock.now + idleTimeout)
+      }
+    } catch {
+      return .failure(BodyFailure(reason: .connectionLost))
+    }
+    let fd = Self.createPartial(ticket.partialPath)
+    guard fd >= 0 else {
+      let reason = String(cString: strerror(errno))
+      return .failure(
+        BodyFailure(
+          reason: .writeFailed(reason),
+          refusal: Refusal(.writeFailed, "The file couldn't be created: \(reason).")))
+    }
+    var fileOpen = true
+    defer { if fileOpen { close(fd) } }
+
+    let size = ticket.upload.size
+    do {
+      var received = 0
+      if !leftover.isEmpty {
+        let part = UnsafeRawBufferPointer(rebasing: leftover[..<min(leftover.count, size)])
+        try BodyTransfer.writeAll(fd, part)
+        received = part.count
+        ticket.counter.add(part.count)
+      }
+      let transfer = BodyTransfer(
+        socket: socket, file: fd, idleTimeout: idleTimeout, counter: ticket.counter)
+      if try await !transfer.move(size - received) {
+        return .failure(BodyFailure(reason: .connectionLost))
+      }
+    } catch let error as SystemError {
+      if error.code == ENOSPC || error.code == EDQUOT {
+        return .failure(
+          BodyFailure(
+            reason: .insufficientStorage,
+            refusal: Refusal(.writeFailed, "The disk filled up while the file was written.")))
+      }
+      return .failure(
+        BodyFailure(
+          reason: .writeFailed(error.reason),
+          refusal: Refusal(.writeFailed, "The file couldn't be written: \(error.reason).")))
+    } catch is Reactor.WaitError {
+      return .failure(BodyFailure(reason: .timedOut))
+    } catch is CancellationError {
+      return .failure(BodyFailure(reason: .cancelled))
+    } catch {
+      return .failure(BodyFailure(reason: .connectionLost))
+    }
+
+    // The last byte is written: make it durable and find out what it is, off the cooperative pool.
+    let durable = configuration.durability
+    let inspector = services.contentInspector
+    let partial = ticket.partialPath
+    let fileExtension = ticket.path.fileExtension
+    fileOpen = false
+    let finishing = await BlockingPool.shared.run {
+      () -> Result<ContentInspector.Finding, SystemError> in
+      defer { close(fd) }
+      if durable, fsync(fd) != 0 { return .failure(SystemError(call: "fsync", code: errno)) }
+      return .success(inspector.inspect(fd: fd, fileExtension: fileExtension))
+    }
+    let finding: ContentInspector.Finding
+    switch finishing {
+    case .success(let value): finding = value
+    case .failure(let error):
+      return .failure(
+        BodyFailure(
+          reason: .writeFailed(error.reason),
+          refusal: Refusal(.writeFailed, "The file couldn't be flushed to disk: \(error.reason).")))
+    }
+    if let refusal = finding.refusal {
+      return .failure(
+        BodyFailure(reason: .unsupportedType(refusal), refusal: Refusal(.unsupportedType, refusal)))
+    }
+    if Task.isCancelled { return .failure(BodyFailure(reason: .cancelled)) }
+    guard let server = services.server else { return .failure(BodyFailure(reason: .cancelled)) }
+    switch await server.store(ticket, mimeType: finding.mimeType, kind: finding.kind) {
+    case .success(let (_, changedFolders)):
+      if durable {
+        await BlockingPool.shared.run { Self.syncFolders(changedFolders) }
+      }
+      return .success(Response.created(path: ticket.path.value))
+    case .failure(let refusal):
+      // `store` has already reported the failure; only the partial file is left to remove.
+      unlink(partial)
+      try? await socket.write(
+        Response.refusal(refusal), deadline: ContinuousClock.now + idleTimeout)
+      return .success([])
+    }
+  }
+
+  /// Creates the partial file, never through anything already at its name: a link planted there
+  /// is removed (`unlink` does not follow it) and the name created afresh, exclusively.
+  private static func createPartial(_ path: String) -> Int32 {
+    let flags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC
+    var fd = open(path, flags, 0o644)
+    if fd < 0, errno == EEXIST, unlink(path) == 0 {
+      fd = open(path, flags, 0o644)
+    }
+    return fd
+  }
+
+  private static func syncFolders(_ folders: [String]) {
+    for folder in Set(folders) {
+      let fd = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+      guard fd >= 0 else { continue }
+      fsync(fd)
+      close(fd)
+    }
+  }
+
+  /// Sends a refusal, then closes without resetting the connection under the response.
+  private func refuse(_ refusal: Refusal) async {
+    do {
+      try await socket.write(Response.refusal(refusal), deadline: ContinuousClock.now + idleTimeout)
+    } catch {
+      return
+    }
+    await closeGracefully()
+  }
+
+  /// Half-closes and reads what the peer still sends (up to a bound) so that unread request
+  /// bytes do not make the kernel reset the connection before the response is read.
+  private func closeGracefully() async {
+    socket.shutdownOutput()
+    let deadline = ContinuousClock.now + min(idleTimeout, .seconds(2))
+    let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 * 1024, alignment: 16)
+    defer { scratch.deallocate() }
+    var drained = 0
+    while drained < 8 * 1024 * 1024 {
+      let count = try? await socket.read(into: scratch, deadline: deadline)
+      guard let count, count > 0 else { return }
+      drained += count
+    }
+  }
+}

@@ -1,0 +1,83 @@
+import Foundation
+import Glibc
+import Synchronization
+
+/// What connections share during one session: the configuration, the page, the staging folder
+/// and the way back to the server actor. Immutable, so connections read it without a hop.
+final class SessionServices: Sendable {
+  weak let server: BrowserDropServer?
+  let configuration: BrowserDropServer.Configuration
+  let staging: StagingFolder
+  let page: PageSource
+  let configResponse: [UInt8]
+  let allowedExtensions: Set<String>?
+  let contentInspector: ContentInspector
+  private let activeConnections = Atomic(0)
+
+  private init(
+    server: BrowserDropServer, configuration: BrowserDropServer.Configuration,
+    staging: StagingFolder, contentInspector: ContentInspector
+  ) {
+    self.server = server
+    self.configuration = configuration
+    self.staging = staging
+    self.page = PageSource(configuration.page)
+    self.configResponse = PageConfiguration.response(for: configuration)
+    self.allowedExtensions = configuration.allowedExtensions.map { Set($0.map { $0.lowercased() }) }
+    self.contentInspector = contentInspector
+  }
+
+  /// Loads what a session needs before it listens (the content-type database among them).
+  static func load(
+    server: BrowserDropServer, configuration: BrowserDropServer.Configuration,
+    staging: StagingFolder
+  ) async throws(BrowserDropError) -> SessionServices {
+    let inspector = try await ContentInspector.load(policy: configuration.contentPolicy)
+    return SessionServices(
+      server: server, configuration: configuration, staging: staging, contentInspector: inspector)
+  }
+
+  /// Accepts connections until cancelled; each is a child task, so cancelling this ends them
+  /// all before it returns. Returns `true` when the listener was lost rather than cancelled.
+  func serve(_ listener: Listener) async -> Bool {
+    defer { listener.close() }
+    return await withDiscardingTaskGroup { group in
+      while !Task.isCancelled {
+        do {
+          try await listener.waitForConnection()
+        } catch {
+          return !Task.isCancelled
+        }
+        while true {
+          let fd: Int32?
+          do throws(SystemError) {
+            fd = try listener.acceptNow()
+          } catch  where [ECONNABORTED, EPROTO, EPERM].contains(error.code) {
+            continue
+          } catch  where [EMFILE, ENFILE, ENOBUFS, ENOMEM].contains(error.code) {
+            // Out of descriptors or memory: wait for a connection to end rather than spin.
+            try? await Task.sleep(for: .milliseconds(50))
+            break
+          } catch {
+            return true
+          }
+          guard let fd else { break }
+          let socket = Socket(fd: fd)
+          guard
+            activeConnections.add(1, ordering: .relaxed).newValue
+              <= configuration.maximumConnections
+          else {
+            activeConnections.subtract(1, ordering: .relaxed)
+            socket.close()
+            continue
+          }
+          group.addTask {
+            await Connection(socket: socket, services: self).run()
+            self.activeConnections.subtract(1, ordering: .relaxed)
+          }
+        }
+      }
+      return false
+    }
+  }
+}

@@ -1,0 +1,140 @@
+import Foundation
+import Glibc
+
+/// A session's place on disk: `session-<id>/` holds complete files only, laid out as sent;
+/// `.session-<id>.incoming/` holds bodies still arriving, each under a hidden partial name.
+struct StagingFolder: Sendable {
+  static let sessionPrefix = "session-"
+
+  let root: URL
+  let session: URL
+  let incoming: URL
+
+  init(root: URL, id: String = UUID().uuidString.lowercased()) {
+    self.root = root.standardizedFileURL
+    self.session = self.root.appending(path: Self.sessionPrefix + id, directoryHint: .isDirectory)
+    self.incoming = self.root.appending(
+      path: "." + Self.sessionPrefix + id + ".incoming", directoryHint: .isDirectory)
+  }
+
+  /// Creates the root, the session folder and the incoming folder.
+  func create() throws(BrowserDropError) {
+    do {
+      try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+      try FileManager.default.createDirectory(at: session, withIntermediateDirectories: false)
+      try FileManager.default.createDirectory(at: incoming, withIntermediateDirectories: false)
+    } catch {
+      throw .stagingUnavailable(path: root.path, reason: (error as NSError).localizedDescription)
+    }
+    guard access(session.path, W_OK) == 0 else {
+      throw .stagingUnavailable(path: root.path, reason: String(cString: strerror(errno)))
+    }
+  }
+
+  /// Whether the volume holding the root folds case: a probe file is created and looked up in
+  /// the other case.
+  func probeCaseInsensitivity() -> Bool {
+    let name = ".case-probe-" + UUID().uuidString.lowercased()
+    let lower = incoming.appending(path: name).path
+    let upper = incoming.appending(path: name.uppercased()).path
+    let fd = Glibc.open(lower, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+    guard fd >= 0 else { return false }
+    Glibc.close(fd)
+    defer { unlink(lower) }
+    return access(upper, F_OK) == 0
+  }
+
+  /// The partial file of upload `id`.
+  func partialPath(for id: UInt64) -> String {
+    incoming.appending(path: ".upload-\(id).partial").path
+  }
+
+  /// The final place of a relative path.
+  func finalURL(for path: UploadPath) -> URL {
+    session.appending(path: path.value, directoryHint: .notDirectory)
+  }
+
+  /// Moves a complete partial file into place, creating its folders. Returns the folders whose
+  /// entries changed (to be flushed for durability). Runs in the actor: metadata calls only.
+  /// Never follows a symlink on the way: a folder replaced by a link (planted by another
+  /// process) fails the upload instead of sending the file elsewhere.
+  func place(partial: String, at path: UploadPath) throws(SystemError) -> [String] {
+    var changed: [String] = []
+    let (folderFD, folder, created) = try openFolder(path.segments.dropLast(), creating: true)
+    defer { close(folderFD) }
+    changed += created
+    try Syscall.blocking("rename") {
+      renameat(AT_FDCWD, partial, folderFD, String(path.segments.last!))
+    }
+    changed.append(folder)
+    return changed
+  }
+
+  /// Opens the session folder and then each of `segments` below it without following a symlink
+  /// (`O_NOFOLLOW`), creating missing ones when asked. Returns the last folder's descriptor, its
+  /// path and the folders whose entries changed.
+  private func openFolder(
+    _ segments: ArraySlice<Substring>, creating: Bool
+  ) throws(SystemError) -> (Int32, String, [String]) {
+    let flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
+    var fd = open(session.path, flags)
+    guard fd >= 0 else { throw SystemError(call: "open", code: errno) }
+    var folder = session.path
+    var changed: [String] = []
+    for segment in segments {
+      let name = String(segment)
+      if creating {
+        if mkdirat(fd, name, 0o755) == 0 {
+          changed.append(folder)
+        } else if errno != EEXIST {
+          let code = errno
+          close(fd)
+          throw SystemError(call: "mkdir", code: code)
+        }
+      }
+      let next = openat(fd, name, flags)
+      let code = errno
+      close(fd)
+      guard next >= 0 else { throw SystemError(call: "open", code: code) }
+      fd = next
+      folder += "/" + name
+    }
+    return (fd, folder, changed)
+  }
+
+  /// Deletes a stored file and any folders it leaves empty, never through a symlink.
+  func remove(relativePath: String) {
+    let segments = relativePath.unicodeScalars.split(separator: "/").map(Substring.init)
+    guard let name = segments.last else { return }
+    var folders = segments.dropLast()
+    guard let (fd, _, _) = try? openFolder(folders, creating: false) else { return }
+    unlinkat(fd, String(name), 0)
+    close(fd)
+    while let last = folders.popLast() {
+      guard let (parent, _, _) = try? openFolder(folders, creating: false) else { return }
+      let removed = unlinkat(parent, String(last), AT_REMOVEDIR) == 0
+      close(parent)
+      if !removed { return }
+    }
+  }
+
+  /// Removes the incoming folder (what is left of uploads that did not complete).
+  func removeIncoming() {
+    try? FileManager.default.removeItem(at: incoming)
+  }
+
+  /// Removes the session folder and the incoming folder.
+  func removeAll() {
+    try? FileManager.default.removeItem(at: session)
+    removeIncoming()
+  }
+
+  /// Removes every session folder and incoming folder in `root`, and nothing else.
+  static func removeLeftovers(in root: URL) {
+    let manager = FileManager.default
+    guard let names = try? manager.contentsOfDirectory(atPath: root.path) else { return }
+    for name in names where name.hasPrefix(sessionPrefix) || name.hasPrefix("." + sessionPrefix) {
+      try? manager.removeItem(at: root.appending(path: name))
+    }
+  }
+}

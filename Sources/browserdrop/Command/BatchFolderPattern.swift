@@ -1,0 +1,61 @@
+import Foundation
+
+/// The name of a batch's own folder at the destination: text with `{date}`, `{time}` and `{n}`.
+struct BatchFolderPattern: Sendable, Equatable {
+  /// The pattern as written.
+  let text: String
+
+  /// Kiosk mode's default: `2025-03-14 09.26.53`.
+  static let kioskDefault = BatchFolderPattern(checked: "{date} {time}")
+
+  private init(checked text: String) {
+    self.text = text
+  }
+
+  /// Checks a pattern: known placeholders only, no `/`, not empty, not `.` or `..` and not hidden.
+  init(_ text: String) throws(UsageError) {
+    let flag = "--batch-folder"
+    guard !text.isEmpty else {
+      throw .badValue(flag, text, "a folder name is needed, for example \"{date} {time}\"")
+    }
+    guard !text.contains("/"), !text.hasPrefix("."), !text.contains(where: \.isASCIIControl) else {
+      throw .badValue(flag, text, "it must be a single folder name (no \"/\", not starting with \".\")")
+    }
+    var rest = Substring(text)
+    while let open = rest.firstIndex(of: "{") {
+      guard let close = rest[open...].firstIndex(of: "}") else {
+        throw .badValue(flag, text, "a \"{\" is not closed")
+      }
+      let name = rest[rest.index(after: open)..<close]
+      guard ["date", "time", "n"].contains(name) else {
+        throw .badValue(flag, text, "unknown placeholder {\(name)}; use {date}, {time} or {n}")
+      }
+      rest = rest[rest.index(after: close)...]
+    }
+    self.text = text
+  }
+
+  /// The folder name for batch number `number` closed at `date` (local time).
+  func folderName(date: Date, number: Int) -> String {
+    var calendar = Calendar(identifier: .gregorian)
+    calendar.timeZone = .current
+    let parts = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)
+    func two(_ value: Int?) -> String {
+      let value = value ?? 0
+      return value < 10 ? "0\(value)" : "\(value)"
+    }
+    let day = "\(parts.year ?? 1970)-\(two(parts.month))-\(two(parts.day))"
+    let time = "\(two(parts.hour)).\(two(parts.minute)).\(two(parts.second))"
+    return
+      text
+      .replacingOccurrences(of: "{date}", with: day)
+      .replacingOccurrences(of: "{time}", with: time)
+      .replacingOccurrences(of: "{n}", with: "\(number)")
+  }
+}
+
+extension Character {
+  fileprivate var isASCIIControl: Bool {
+    unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }
+  }
+}

@@ -1,0 +1,108 @@
+import BrowserDropForwarding
+import Foundation
+
+/// Where `--to` sends what arrived: a local folder or an SMB share.
+enum DestinationChoice: Sendable {
+  /// A folder on this computer.
+  case local(URL)
+  /// `smb://[user@]host[:port]/share[/path]`, checked, with the password read from a safe place.
+  case smb(address: String, credentials: Credentials?)
+
+  /// Parses the value of `--to`. The SMB password is read from `passwordFile`, then
+  /// `BROWSERDROP_SMB_PASSWORD`, then `$CREDENTIALS_DIRECTORY/smb-password`.
+  static func parse(
+    _ text: String, passwordFile: String?, environment: [String: String]
+  ) throws(UsageError) -> DestinationChoice {
+    guard !text.isEmpty else { throw .badValue("--to", text, "a folder or an smb:// address") }
+    let lowered = text.lowercased()
+    if lowered.hasPrefix("smb://") {
+      let probe: SMBDestination
+      do { probe = try SMBDestination(text) } catch {
+        throw .badValue(
+          "--to", text, "an SMB address looks like smb://[user@]host[:port]/share[/path]")
+      }
+      if !probe.credentials.isGuest {
+        let password = try readPassword(file: passwordFile, environment: environment) ?? ""
+        return .smb(
+          address: text,
+          credentials: Credentials(username: probe.credentials.username, password: password))
+      }
+      return .smb(address: text, credentials: nil)
+    }
+    if lowered.hasPrefix("file://") {
+      guard let url = URL(string: text), url.isFileURL else {
+        throw .badValue("--to", text, "a folder path or an smb:// address")
+      }
+      return .local(url.standardizedFileURL)
+    }
+    if let scheme = lowered.split(separator: ":", maxSplits: 1).first, lowered.contains("://"),
+      scheme.allSatisfy({ $0.isLetter })
+    {
+      throw .badValue("--to", text, "only local folders and smb:// addresses are supported")
+    }
+    let expanded = (text as NSString).expandingTildeInPath
+    return .local(URL(filePath: expanded, directoryHint: .isDirectory).standardizedFileURL)
+  }
+
+  /// The destination for one delivery; `subfolder` is the batch's own folder, when there is one.
+  func destination(subfolder: String?) throws -> any Destination {
+    switch self {
+    case .local(let url):
+      let directory = subfolder.map { url.appending(path: $0, directoryHint: .isDirectory) } ?? url
+      return LocalDestination(directory: directory)
+    case .smb(let address, let credentials):
+      var full = address
+      if let subfolder {
+        if !full.hasSuffix("/") { full += "/" }
+        full += Self.percentEncoded(subfolder)
+      }
+      return try SMBDestination(full, credentials: credentials)
+    }
+  }
+
+  /// What to show for the destination: the folder's path or the address without a password.
+  var displayName: String {
+    switch self {
+    case .local(let url): url.path
+    case .smb(let address, let credentials):
+      (try? SMBDestination(address, credentials: credentials).description) ?? address
+    }
+  }
+
+  private static func readPassword(file: String?, environment: [String: String])
+    throws(UsageError) -> String?
+  {
+    if let file {
+      guard let data = FileManager.default.contents(atPath: file),
+        let text = String(data: data, encoding: .utf8)
+      else {
+        throw .badValue("--smb-password-file", file, "the file can't be read")
+      }
+      return trimmingOneNewline(text)
+    }
+    if let password = environment["BROWSERDROP_SMB_PASSWORD"] {
+      return password
+    }
+    if let directory = environment["CREDENTIALS_DIRECTORY"] {
+      let path = URL(filePath: directory).appending(path: "smb-password").path
+      if let data = FileManager.default.contents(atPath: path),
+        let text = String(data: data, encoding: .utf8)
+      {
+        return trimmingOneNewline(text)
+      }
+    }
+    return nil
+  }
+
+  private static func trimmingOneNewline(_ text: String) -> String {
+    var text = text
+    if text.hasSuffix("\r\n") || text.hasSuffix("\n") { text.removeLast() }
+    return text
+  }
+
+  private static func percentEncoded(_ component: String) -> String {
+    let allowed = CharacterSet(
+      charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~")
+    return component.addingPercentEncoding(withAllowedCharacters: allowed) ?? component
+  }
+}

@@ -1,0 +1,146 @@
+import BrowserDrop
+import Foundation
+import Synchronization
+
+/// `--kiosk`: serve all day in batches. A batch closes after the quiet period with nothing in
+/// flight, moves into the outbox and is forwarded while a new session starts at once on the
+/// same port, so open pages carry on.
+struct KioskCommand {
+  let options: CommandOptions
+  let reporter: any Reporter
+
+  /// Runs until SIGTERM or SIGINT and returns the exit status.
+  func run() async -> Int32 {
+    guard let destination = options.destination else { return 2 }
+    let triggers = Triggers(signals: [SIGINT, SIGTERM], readsStandardInput: false)
+    let stopRequested = StopFlag()
+    let stopWatcher = Task {
+      if await triggers.next() != nil { stopRequested.set() }
+    }
+    defer { stopWatcher.cancel() }
+
+    let root = options.stagingRoot
+    do {
+      guard try StagingLock.acquire(root: root) else {
+        return fail("Another browserdrop is using the staging folder \(root.path).")
+      }
+    } catch {
+      return fail("Can't use the staging folder \(root.path): \(error.localizedDescription)")
+    }
+    let outbox = Outbox(stagingRoot: root)
+    let pattern = options.effectiveBatchFolder ?? .kioskDefault
+    let recovered: (batches: [Batch], rescued: Int)
+    do {
+      recovered = try await BlockingIO.run {
+        try outbox.recover { pattern.folderName(date: Date(), number: $0) }
+      }
+    } catch {
+      return fail("Can't open the outbox in \(outbox.directory.path): \(error.localizedDescription)")
+    }
+    BrowserDropServer.removeLeftovers(stagingRoot: root)
+    let courier = Courier(
+      outbox: outbox, destination: destination, policy: options.collisionPolicy,
+      reporter: reporter)
+    if !recovered.batches.isEmpty {
+      reporter.report(
+        .notice(
+          "\(ReportText.count(recovered.batches.count, "batch")) from an earlier run "
+            + "wait in the outbox; forwarding them first."))
+      await courier.enqueue(recovered.batches)
+    }
+
+    var port = options.port
+    var first = true
+    while !stopRequested.isSet {
+      let session: LiveSession
+      do {
+        session = try await LiveSession.start(
+          configuration: options.serverConfiguration(port: port), reporter: reporter)
+      } catch {
+        if first { return fail(String(describing: error)) }
+        reporter.report(.notice("Can't start the next session yet: \(error)"))
+        try? await Task.sleep(for: .seconds(2))
+        continue
+      }
+      if first {
+        reporter.report(.listening(session.addresses))
+        reporter.setHint(
+          "kiosk: a batch closes after \(Self.seconds(options.quietPeriod)) without uploads")
+        first = false
+      }
+      port = await session.server.port ?? port
+      await waitForBatchEnd(session.activity, stopRequested: stopRequested)
+
+      let folder: URL?
+      do {
+        folder = try await session.finish()
+      } catch {
+        reporter.report(.notice("The session could not be closed: \(error)"))
+        continue
+      }
+      guard let folder else { continue }
+      let files = await session.server.receivedFiles
+      do {
+        let batch = try await BlockingIO.run {
+          try outbox.add(folder) { pattern.folderName(date: Date(), number: $0) }
+        }
+        reporter.report(
+          .batchClosed(
+            name: batch.folderName, files: files.count,
+            bytes: files.reduce(0) { $0 + Int64($1.size) }))
+        await courier.enqueue([batch])
+      } catch {
+        reporter.report(
+          .notice("Can't move the batch into the outbox (kept in \(folder.path)): \(error)"))
+      }
+    }
+
+    await courier.stop()
+    let waiting = await courier.waiting
+    let message =
+      waiting == 0
+      ? "Stopped."
+      : "Stopped. \(ReportText.count(waiting, "batch")) wait in the outbox and will be "
+        + "forwarded at the next start."
+    reporter.report(.stopped(message: message, staging: waiting == 0 ? nil : outbox.directory.path))
+    return 0
+  }
+
+  /// Returns when the batch should close (files received, nothing in flight, quiet for the
+  /// quiet period) or a stop was requested.
+  private func waitForBatchEnd(_ activity: SessionActivity, stopRequested: StopFlag) async {
+    let step = min(0.25, options.quietPeriod / 4)
+    while !stopRequested.isSet {
+      if activity.files > 0, activity.inFlight == 0,
+        activity.quietSeconds() >= options.quietPeriod
+      {
+        return
+      }
+      try? await Task.sleep(for: .milliseconds(Int(step * 1000)))
+    }
+  }
+
+  private func fail(_ message: String) -> Int32 {
+    if options.json {
+      reporter.report(.stopped(message: message, staging: nil))
+    } else {
+      StandardOutput.error.line("browserdrop: \(TerminalText.escaped(message))")
+    }
+    return 1
+  }
+
+  private static func seconds(_ value: Double) -> String {
+    value == value.rounded() ? "\(Int(value)) s" : "\(value) s"
+  }
+}
+
+/// Set once, from any thread, when the kiosk should stop.
+final class StopFlag: Sendable {
+  private let flag = Mutex(false)
+
+  var isSet: Bool { flag.withLock { $0 } }
+
+  func set() {
+    flag.withLock { $0 = true }
+  }
+}

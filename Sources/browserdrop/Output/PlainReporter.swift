@@ -1,0 +1,102 @@
+import BrowserDrop
+import BrowserDropForwarding
+import Foundation
+
+/// Standard output is not a terminal: one plain line per event, no progress, no QR code.
+struct PlainReporter: Reporter {
+  let output: StandardOutput
+
+  func report(_ report: Report) {
+    for line in ReportText.lines(for: report) {
+      output.line(line)
+    }
+  }
+}
+
+/// The human sentences for reports, shared by the plain and terminal displays. Text that came
+/// from a request is escaped.
+enum ReportText {
+  static func lines(for report: Report) -> [String] {
+    switch report {
+    case .listening(let addresses):
+      return ["Open one of these addresses in a browser on the same network:"]
+        + addresses.map(describe)
+    case .server(let event):
+      return lines(for: event)
+    case .progress:
+      return []
+    case .finishing:
+      return ["Finishing: no new uploads; uploads still in flight are dropped."]
+    case .nothingArrived:
+      return ["Nothing arrived."]
+    case .batchClosed(let name, let files, let bytes):
+      return ["Batch \(name) closed: \(count(files, "file")) (\(ByteSize.format(bytes)))."]
+    case .forwardStarted(let destination):
+      return ["Forwarding to \(TerminalText.escaped(destination))…"]
+    case .forwardProgress:
+      return []
+    case .forwarded(let report, let bytes):
+      let head =
+        "Forwarded \(count(report.files.count, "file")) (\(ByteSize.format(bytes))) to "
+        + "\(TerminalText.escaped(report.destination))."
+      return [head]
+        + report.renames.map {
+          "  \(TerminalText.escaped($0.source)) arrived as \(TerminalText.escaped($0.destination))"
+        }
+    case .forwardFailed(let message, let staging):
+      return [
+        "Forwarding failed: \(TerminalText.escaped(message))",
+        "The files are kept in \(TerminalText.escaped(staging))",
+      ]
+    case .retrying(let seconds):
+      return ["Trying again in \(seconds) s."]
+    case .kept(let staging, let files, let bytes):
+      return [
+        "Received \(count(files, "file")) (\(ByteSize.format(bytes))); they are in "
+          + TerminalText.escaped(staging)
+      ]
+    case .stopped(let message, let staging):
+      return [TerminalText.escaped(message)]
+        + (staging.map { ["The files are kept in \(TerminalText.escaped($0))"] } ?? [])
+    case .notice(let message):
+      return [TerminalText.escaped(message)]
+    }
+  }
+
+  static func lines(for event: Event) -> [String] {
+    switch event {
+    case .uploadStarted(let upload):
+      return ["Receiving \(name(upload.relativePath)) (\(ByteSize.format(upload.size)))"]
+    case .uploadFinished(let file):
+      let type = file.mimeType.map { ", " + TerminalText.escaped($0) } ?? ""
+      return ["Received \(name(file.relativePath)) (\(ByteSize.format(file.size))\(type))"]
+    case .uploadFailed(let upload, let reason):
+      return ["Failed \(name(upload.relativePath)): \(TerminalText.escaped(reason.description))"]
+    case .addressesChanged(let addresses):
+      return ["The addresses changed:"] + addresses.map(describe)
+    case .interrupted:
+      return ["The listener was lost; listening again…"]
+    }
+  }
+
+  static func describe(_ address: Address) -> String {
+    "  \(address.url.absoluteString)  (\(kindName(address.kind)), \(address.interface))"
+  }
+
+  static func kindName(_ kind: Address.Kind) -> String {
+    switch kind {
+    case .wired: "wired"
+    case .wifi: "Wi-Fi"
+    case .hotspot: "hotspot"
+    case .other: "other"
+    }
+  }
+
+  static func name(_ path: String) -> String {
+    TerminalText.escaped(path)
+  }
+
+  static func count(_ number: Int, _ noun: String) -> String {
+    number == 1 ? "1 \(noun)" : "\(number) \(noun)s"
+  }
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs the upload page's browser tests (Tests/Browser) in headless Chromium against the real server.
+# Installs what is missing: Debian's chromium + chromium-driver + fonts-dejavu-core (apt), and a
+# Python venv with selenium and pytest. Extra arguments go to pytest (for example -k suspend).
+#
+#   BROWSERDROP_TEST_HOST  a prebuilt BrowserDropTestHost (otherwise built here, debug)
+#   BROWSERDROP_VENV       where the venv lives (default .venv at the package root)
+#   BROWSER_TESTS_TIMEOUT  seconds for the whole pytest run (default 900)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+missing=()
+for package in chromium chromium-driver fonts-dejavu-core python3-venv; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "ok installed" || missing+=("$package")
+done
+if ((${#missing[@]})); then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=600 "${missing[@]}"
+fi
+
+venv=${BROWSERDROP_VENV:-.venv}
+[[ -x $venv/bin/python ]] || python3 -m venv "$venv"
+"$venv/bin/python" -c "import selenium, pytest" 2>/dev/null ||
+  "$venv/bin/pip" install -q "selenium>=4.20,<5" "pytest>=8"
+
+if [[ -z ${BROWSERDROP_TEST_HOST:-} ]]; then
+  swift build --product BrowserDropTestHost
+  BROWSERDROP_TEST_HOST="$(swift build --show-bin-path)/BrowserDropTestHost"
+  export BROWSERDROP_TEST_HOST
+fi
+
+export SE_OFFLINE=true SE_AVOID_STATS=true
+mkdir -p artifacts
+timeout "${BROWSER_TESTS_TIMEOUT:-900}" \
+  "$venv/bin/python" -m pytest -q -p no:cacheprovider Tests/Browser "$@"

@@ -1,0 +1,168 @@
+import Foundation
+import Testing
+
+/// The command line: every flag accepted in both forms, every mistake refused with exit 2 and a
+/// message naming the flag.
+@Suite("Arguments")
+struct ArgumentTests {
+  struct Refusal: CustomTestStringConvertible, Sendable {
+    let arguments: [String]
+    let named: String
+    var testDescription: String { arguments.joined(separator: " ") }
+  }
+
+  static let refusals: [Refusal] = [
+    .init(arguments: ["--port", "99999"], named: "--port"),
+    .init(arguments: ["--port", "eighty"], named: "--port"),
+    .init(arguments: ["--port=-1"], named: "--port"),
+    .init(arguments: ["--max-file-size", "12X"], named: "--max-file-size"),
+    .init(arguments: ["--max-file-size=0"], named: "--max-file-size"),
+    .init(arguments: ["--max-file-size", "99999999999T"], named: "--max-file-size"),
+    .init(arguments: ["--reserve", "-5"], named: "--reserve"),
+    .init(arguments: ["--reserve", "1.5G"], named: "--reserve"),
+    .init(arguments: ["--frobnicate"], named: "--frobnicate"),
+    .init(arguments: ["-x"], named: "-x"),
+    .init(arguments: ["--accent", "red"], named: "--accent"),
+    .init(arguments: ["--accent=#12345G"], named: "--accent"),
+    .init(arguments: ["--accent", "#FFF"], named: "--accent"),
+    .init(arguments: ["--to"], named: "--to"),
+    .init(arguments: ["--to", "--json"], named: "--to"),
+    .init(arguments: ["--to", "ftp://host/x"], named: "--to"),
+    .init(arguments: ["--to", "smb://"], named: "--to"),
+    .init(arguments: ["--to", "smb://host"], named: "--to"),
+    .init(arguments: ["--on-conflict", "merge"], named: "--on-conflict"),
+    .init(arguments: ["--max-connections", "0"], named: "--max-connections"),
+    .init(arguments: ["--max-concurrent", "many"], named: "--max-concurrent"),
+    .init(arguments: ["--idle-timeout", "0"], named: "--idle-timeout"),
+    .init(arguments: ["--idle-timeout", "soon"], named: "--idle-timeout"),
+    .init(arguments: ["--language", "english please"], named: "--language"),
+    .init(arguments: ["--strings", "/nonexistent/strings.json"], named: "--strings"),
+    .init(arguments: ["--page", "/nonexistent/page"], named: "--page"),
+    .init(arguments: ["--bind", "everywhere"], named: "--bind"),
+    .init(arguments: ["--allow", "pdf,,jpg"], named: "--allow"),
+    .init(arguments: ["--allow", "tar.gz"], named: "--allow"),
+    .init(arguments: ["--batch-folder", "{week}"], named: "--batch-folder"),
+    .init(arguments: ["--batch-folder", "a/b"], named: "--batch-folder"),
+    .init(arguments: ["--quiet-period", "5", "--to", "/tmp/x"], named: "--quiet-period"),
+    .init(arguments: ["--kiosk", "--quiet-period", "-1", "--to", "/tmp/x"], named: "--quiet-period"),
+    .init(arguments: ["--kiosk"], named: "--kiosk"),
+    .init(arguments: ["--json=yes"], named: "--json"),
+    .init(arguments: ["--no-qr=1"], named: "--no-qr"),
+    .init(arguments: ["stray"], named: "stray"),
+    .init(arguments: ["--", "stray"], named: "stray"),
+    .init(arguments: ["--staging="], named: "--staging"),
+    .init(arguments: ["--title="], named: "--title"),
+    .init(arguments: ["--smb-password-file", "/x", "--to", "/tmp/x"], named: "--smb-password-file"),
+    .init(
+      arguments: ["--smb-password-file", "/nonexistent/pw", "--to", "smb://anna@127.0.0.1/s"],
+      named: "--smb-password-file"),
+  ]
+
+  @Test("A bad flag or value exits 2 naming it", arguments: refusals)
+  func refused(_ refusal: Refusal) async throws {
+    let result = try await CommandProcess.run(refusal.arguments)
+    #expect(result.status == 2)
+    #expect(result.error.contains(refusal.named), "\(result.error)")
+    #expect(result.error.contains("--help"), "\(result.error)")
+    #expect(result.output.isEmpty)
+  }
+
+  @Test("An unknown flag close to a real one gets a suggestion")
+  func suggestion() async throws {
+    let result = try await CommandProcess.run(["--too", "/tmp"])
+    #expect(result.status == 2)
+    #expect(result.error.contains("Did you mean '--to'?"), "\(result.error)")
+  }
+
+  @Test("--help lists every flag in sections and exits 0")
+  func help() async throws {
+    for flag in ["--help", "-h"] {
+      let result = try await CommandProcess.run([flag, "--port", "nonsense-is-ignored-by-help"])
+      #expect(result.status == 0)
+      for section in ["USAGE:", "DESTINATION:", "SERVER:", "LIMITS:", "PAGE:", "KIOSK:", "OUTPUT:"] {
+        #expect(result.output.contains(section), "\(section) missing")
+      }
+      let flags = [
+        "--to", "--bind", "--port", "--staging", "--allow", "--max-file-size", "--reserve",
+        "--max-connections", "--max-concurrent", "--idle-timeout", "--title", "--language",
+        "--accent", "--strings", "--page", "--on-conflict", "--kiosk", "--quiet-period", "--json",
+        "--no-qr", "--help", "--version", "--batch-folder", "--smb-password-file",
+        "BROWSERDROP_SMB_PASSWORD", "CREDENTIALS_DIRECTORY",
+      ]
+      for name in flags {
+        #expect(result.output.contains(name), "\(name) missing from --help")
+      }
+    }
+  }
+
+  @Test("--version prints the version and exits 0")
+  func version() async throws {
+    let result = try await CommandProcess.run(["--version"])
+    #expect(result.status == 0)
+    #expect(result.output.hasPrefix("browserdrop "))
+  }
+
+  @Test("Every page and limit flag reaches the server, in both --flag value and --flag=value")
+  func flagsReachTheServer() async throws {
+    let folder = try TemporaryFolder()
+    let strings = folder.path("strings.json")
+    try Data(#"{"dropTitle": "Déposez ici"}"#.utf8).write(to: strings)
+    let command = try CommandProcess([
+      "--json", "--port=0", "--bind", "127.0.0.1", "--staging=\(folder.path("staging").path)",
+      "--allow", "PDF,.jpg", "--max-file-size=20M", "--reserve", "0", "--max-connections", "8",
+      "--max-concurrent=5", "--idle-timeout", "12.5", "--title", "Scans", "--language=fr",
+      "--accent", "#0A84FF", "--strings", strings.path, "--on-conflict=replace", "--no-qr",
+      "--batch-folder", "drop {n}", "--to", folder.path("dest").path,
+    ])
+    defer { Task { await command.stop() } }
+    let port = try await command.listeningPort()
+    let config = try await HTTP.getJSON("http://127.0.0.1:\(port)/config.json")
+    #expect(config["title"] as? String == "Scans")
+    #expect(config["language"] as? String == "fr")
+    #expect(config["accentColor"] as? String == "#0A84FF")
+    #expect(config["allowedExtensions"] as? [String] == ["jpg", "pdf"])
+    #expect((config["maximumFileSize"] as? NSNumber)?.intValue == 20 * 1024 * 1024)
+    #expect((config["maximumConcurrentUploads"] as? NSNumber)?.intValue == 5)
+    #expect((config["strings"] as? [String: String])?["dropTitle"] == "Déposez ici")
+
+    let file = try folder.makeFile("scan.pdf", size: 1000)
+    #expect(try await Uploader.upload(file, as: "scan.pdf", port: port) == 201)
+    #expect(try await Uploader.upload(file, as: "scan.txt", port: port) == 400)
+    command.send(SIGINT)
+    #expect(try await command.waitForExit() == 0)
+    #expect(TemporaryFolder.files(in: folder.path("dest")) == ["drop 1/scan.pdf"])
+  }
+
+  @Test("A taken port is a runtime failure (exit 1) with a sentence, not a usage error")
+  func portTaken() async throws {
+    let folder = try TemporaryFolder()
+    let first = try CommandProcess([
+      "--json", "--port", "0", "--bind", "127.0.0.1", "--staging", folder.path("a").path,
+    ])
+    defer { Task { await first.stop() } }
+    let port = try await first.listeningPort()
+    let second = try await CommandProcess.run([
+      "--port", "\(port)", "--bind", "127.0.0.1", "--staging", folder.path("b").path,
+    ])
+    #expect(second.status == 1)
+    #expect(second.error.contains("\(port)"), "\(second.error)")
+  }
+}
+
+/// Small HTTP helpers over curl.
+enum HTTP {
+  static func getJSON(_ url: String) async throws -> [String: Any] {
+    let process = Process()
+    process.executableURL = URL(filePath: "/usr/bin/curl")
+    process.arguments = ["-sS", "--max-time", "10", url]
+    let output = Pipe()
+    process.standardOutput = output
+    try process.run()
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    guard let object = try JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+      throw HarnessError(description: "not a JSON object: \(String(decoding: data, as: UTF8.self))")
+    }
+    return object
+  }
+}

@@ -1,0 +1,256 @@
+import Foundation
+import Testing
+
+/// One-shot mode against a local folder: JSON lines, finishing by signal or Enter, the
+/// collision policies, keeping the staging on failure.
+@Suite("One-shot mode")
+struct OneShotTests {
+  private static func start(
+    _ folder: TemporaryFolder, _ extra: [String] = []
+  ) throws -> CommandProcess {
+    try CommandProcess(
+      ["--json", "--port", "0", "--bind", "127.0.0.1", "--staging", folder.path("staging").path]
+        + extra)
+  }
+
+  @Test("--json lines parse, come in order, and SIGINT forwards everything and exits 0")
+  func jsonAndSIGINT() async throws {
+    let folder = try TemporaryFolder()
+    let dest = folder.path("dest")
+    let command = try Self.start(folder, ["--to", dest.path])
+    defer { Task { await command.stop() } }
+    let port = try await command.listeningPort()
+    let a = try folder.makeFile("a.bin", size: 300_000, seed: 1)
+    let b = try folder.makeFile("b.txt", size: 1_000, seed: 2)
+    #expect(try await Uploader.upload(a, as: "Album/a.bin", port: port) == 201)
+    #expect(try await Uploader.upload(b, as: "b.txt", port: port) == 201)
+    try await command.waitForEvent("uploadFinished") { $0.string("path") == "b.txt" }
+    command.send(SIGINT)
+    #expect(try await command.waitForExit() == 0)
+
+    let events = command.events
+    let names = events.compactMap(\.event)
+    #expect(names.first == "listening")
+    #expect(
+      names.filter { !["forwardProgress"].contains($0) } == [
+        "listening", "uploadStarted", "uploadFinished", "uploadStarted", "uploadFinished",
+        "finishing", "forwardStarted", "forwarded",
+      ])
+    let finished = events.filter { $0.event == "uploadFinished" }
+    #expect(finished.map { $0.string("path") } == ["Album/a.bin", "b.txt"])
+    #expect(finished[0].int("size") == 300_000)
+    #expect(finished[0]["mimeType"] != nil && finished[0].string("kind") != nil)
+    let progress = events.filter { $0.event == "forwardProgress" }
+    #expect(!progress.isEmpty)
+    #expect(progress.last?.int("files") == 2 && progress.last?.int("totalFiles") == 2)
+    #expect(progress.last?.int("bytes") == 301_000 && progress.last?.int("totalBytes") == 301_000)
+    let forwarded = try #require(events.last)
+    #expect(forwarded.event == "forwarded")
+    #expect(forwarded.string("destination") == dest.standardizedFileURL.path)
+    #expect(forwarded.int("files") == 2 && forwarded.int("bytes") == 301_000)
+    #expect((forwarded["renamed"] as? [Any])?.isEmpty == true)
+
+    #expect(TemporaryFolder.files(in: dest) == ["Album/a.bin", "b.txt"])
+    #expect(try Data(contentsOf: dest.appending(path: "Album/a.bin")) == Data(contentsOf: a))
+    // The session's staging folder is gone after a successful forward.
+    let left = try FileManager.default.contentsOfDirectory(atPath: folder.path("staging").path)
+    #expect(left.filter { !$0.hasPrefix(".browserdrop") }.isEmpty, "\(left)")
+  }
+
+  @Test("Enter finishes the session")
+  func enterFinishes() async throws {
+    let folder = try TemporaryFolder()
+    let command = try Self.start(folder, ["--to", folder.path("dest").path])
+    defer { Task { await command.stop() } }
+    let port = try await command.listeningPort()
+    let file = try folder.makeFile("x.txt", size: 10)
+    #expect(try await Uploader.upload(file, as: "x.txt", port: port) == 201)
+    command.pressEnter()
+    #expect(try await command.waitForExit() == 0)
+    #expect(TemporaryFolder.files(in: folder.path("dest")) == ["x.txt"])
+  }
+
+  @Test("End of input is ignored; SIGTERM finishes and forwards")
+  func endOfInputIgnored() async throws {
+    let folder = try TemporaryFolder()
+    let command = try Self.start(folder, ["--to", folder.path("dest").path])
+    defer { Task { await command.stop() } }
+    let port = try await command.listeningPort()
+    command.closeInput()
+    let file = try folder.makeFile("late.txt", size: 10)
+    // Still serving after end of input: the upload is accepted and reported.
+    #expect(try await Uploader.upload(file, as: "late.txt", port: port) == 201)
+    try await command.waitForEvent("uploadFinished")
+    command.send(SIGTERM)
+    #expect(try await command.waitForExit() == 0)
+    #expect(TemporaryFolder.files(in: folder.path("dest")) == ["late.txt"])
+  }
+
+  @Test("Nothing received: a plain finish, exit 0")
+  func nothingArrived() async throws {
+    let folder = try TemporaryFolder()
+    let command = try Self.start(folder, ["--to", folder.path("dest").path])
+    defer { Task { await command.stop() } }
+    _ = try await command.listeningPort()
+    command.send(SIGINT)
+    #expect(try await command.waitForExit() == 0)
+    #expect(command.events.last?.event == "nothingArrived")
+  }
+
+  @Test("Without --to the staged files are kept under a name the next start leaves alone")
+  func keptWithoutDestination() async throws {
+    let folder = try TemporaryFolder()
+    let command = try Self.start(folder)
+    defer { Task { await command.stop() } }
+    let port = try await command.listeningPort()
+    let file = try folder.makeFile("keep.txt", size: 42)
+    #expect(try await Uploader.upload(file, as: "keep.txt", port: port) == 201)
+    command.send(SIGINT)
+    #expect(try await command.waitForExit() == 0)
+    let kept = try #require(command.events.last)
+    #expect(kept.event == "kept")
+    let path = try #require(kept.string("staging"))
+    #expect(!URL(filePath: path).lastPathComponent.hasPrefix("session-"))
+    #expect(TemporaryFolder.files(in: URL(filePath: path)) == ["keep.txt"])
+
+    // A second run cleans up leftovers of crashed sessions, not this folder.
+    let again = try Self.start(folder)
+    _ = try await again.listeningPort()
+    again.send(SIGINT)
+    #expect(try await again.waitForExit() == 0)
+    #expect(FileManager.default.fileExists(atPath: path))
+  }
+
+  @Test(
+    "Collision policies at a local destination",
+    arguments: ["rename", "replace", "fail"])
+  func collisions(_ policy: String) async throws {
+    let folder = try TemporaryFolder()
+    let dest = folder.path("dest")
+    let old = try folder.makeFile("dest/report.pdf", size: 100, seed: 7)
+    let oldData = try Data(contentsOf: old)
+    let command = try Self.start(folder, ["--to", dest.path, "--on-conflict", policy])
+    defer { Task { await command.stop() } }
+    let port = try await command.listeningPort()
+    let new = try folder.makeFile("new/report.pdf", size: 200, seed: 8)
+    let newData = try Data(contentsOf: new)
+    #expect(try await Uploader.upload(new, as: "report.pdf", port: port) == 201)
+    command.send(SIGINT)
+    let status = try await command.waitForExit()
+    let last = try #require(command.events.last)
+    switch policy {
+    case "rename":
+      #expect(status == 0)
+      #expect(TemporaryFolder.files(in: dest) == ["report 2.pdf", "report.pdf"])
+      #expect(try Data(contentsOf: dest.appending(path: "report.pdf")) == oldData)
+      #expect(try Data(contentsOf: dest.appending(path: "report 2.pdf")) == newData)
+      let renamed = try #require(last["renamed"] as? [[String: String]])
+      #expect(renamed == [["from": "report.pdf", "to": "report 2.pdf"]])
+    case "replace":
+      #expect(status == 0)
+      #expect(TemporaryFolder.files(in: dest) == ["report.pdf"])
+      #expect(try Data(contentsOf: dest.appending(path: "report.pdf")) == newData)
+    default:
+      #expect(status == 1)
+      #expect(last.event == "forwardFailed")
+      #expect(last.string("message")?.contains("report.pdf") == true)
+      let staging = try #require(last.string("staging"))
+      #expect(TemporaryFolder.files(in: URL(filePath: staging)) == ["report.pdf"])
+      #expect(try Data(contentsOf: dest.appending(path: "report.pdf")) == oldData)
+    }
+  }
+
+  @Test("A forwarding failure exits 1, names the host and keeps the staged folder")
+  func forwardingFailure() async throws {
+    let folder = try TemporaryFolder()
+    let port = try FreePort.closed()
+    let command = try Self.start(folder, ["--to", "smb://127.0.0.1:\(port)/share"])
+    defer { Task { await command.stop() } }
+    let serverPort = try await command.listeningPort()
+    let file = try folder.makeFile("doc.txt", size: 500)
+    #expect(try await Uploader.upload(file, as: "doc.txt", port: serverPort) == 201)
+    command.send(SIGINT)
+    #expect(try await command.waitForExit(timeout: 90) == 1)
+    let failed = try #require(command.events.last)
+    #expect(failed.event == "forwardFailed")
+    let message = try #require(failed.string("message"))
+    #expect(message.contains("127.0.0.1"), "\(message)")
+    let staging = try #require(failed.string("staging"))
+    #expect(TemporaryFolder.files(in: URL(filePath: staging)) == ["doc.txt"])
+  }
+
+  @Test("A second SIGINT while forwarding stops it, keeps the staged folder and exits 130")
+  func secondInterrupt() async throws {
+    let folder = try TemporaryFolder()
+    // A destination that never answers keeps the delivery busy long enough to interrupt it.
+    let listener = try FreePort.silentListener()
+    defer { close(listener.descriptor) }
+    let command = try Self.start(folder, ["--to", "smb://127.0.0.1:\(listener.port)/share"])
+    defer { Task { await command.stop() } }
+    let port = try await command.listeningPort()
+    let file = try folder.makeFile("big.bin", size: 2_000)
+    #expect(try await Uploader.upload(file, as: "big.bin", port: port) == 201)
+    command.send(SIGINT)
+    try await command.waitForEvent("forwardStarted")
+    command.send(SIGINT)
+    #expect(try await command.waitForExit(timeout: 60) == 130)
+    let stopped = try #require(command.events.last)
+    #expect(stopped.event == "stopped")
+    let staging = try #require(stopped.string("staging"))
+    #expect(TemporaryFolder.files(in: URL(filePath: staging)) == ["big.bin"])
+  }
+
+  @Test("Names are escaped before they reach a terminal or a log")
+  func escaping() async throws {
+    let folder = try TemporaryFolder()
+    let command = try CommandProcess([
+      "--port", "0", "--bind", "127.0.0.1", "--staging", folder.path("staging").path,
+    ])
+    defer { Task { await command.stop() } }
+    let line = try await command.waitForLine(containing: "http://127.0.0.1:")
+    let port = try #require(
+      line.split(separator: ":").dropFirst(2).first.flatMap { Int($0.prefix { $0.isNumber }) })
+    let file = try folder.makeFile("x", size: 5)
+    // The server refuses control characters and bidirectional overrides in paths; a line
+    // separator gets through and must not break the log's lines.
+    #expect(try await Uploader.upload(file, as: "evil\u{2028}name.txt", port: port) == 201)
+    try await command.waitForLine(containing: "Received evil")
+    command.send(SIGINT)
+    #expect(try await command.waitForExit() == 0)
+    let output = command.outputLines.joined(separator: "\n")
+    #expect(!output.contains("\u{2028}"))
+    #expect(output.contains("Received evil\\u{2028}name.txt"))
+  }
+}
+
+/// Ports for tests, on 127.0.0.1 only.
+enum FreePort {
+  /// A port nothing listens on (bound, then closed).
+  static func closed() throws -> Int {
+    let listener = try silentListener()
+    close(listener.descriptor)
+    return listener.port
+  }
+
+  /// A socket that listens and never accepts: connections hang in the backlog.
+  static func silentListener() throws -> (descriptor: Int32, port: Int) {
+    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard descriptor >= 0 else { throw HarnessError(description: "socket failed") }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+        bind(descriptor, $0, length) == 0 && listen(descriptor, 1) == 0
+          && getsockname(descriptor, $0, &length) == 0
+      }
+    }
+    guard bound else {
+      close(descriptor)
+      throw HarnessError(description: "bind failed")
+    }
+    return (descriptor, Int(UInt16(bigEndian: address.sin_port)))
+  }
+}

@@ -1,0 +1,98 @@
+import Foundation
+
+/// Uploads with `curl` as a subprocess, the way the page does: `POST /upload?path=…`.
+enum Uploader {
+  /// Uploads `file` as `path` and returns the HTTP status (0 when curl could not connect).
+  /// `rate` limits the speed (curl's `--limit-rate`, e.g. `200K`) so an upload stays in flight.
+  @discardableResult
+  static func upload(
+    _ file: URL, as path: String, port: Int, rate: String? = nil
+  ) async throws -> Int {
+    let process = try start(file, as: path, port: port, rate: rate)
+    return try await status(of: process)
+  }
+
+  /// Starts an upload and returns the running curl process.
+  static func start(_ file: URL, as path: String, port: Int, rate: String? = nil) throws -> (
+    Process, Pipe
+  ) {
+    let allowed = CharacterSet(
+      charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~")
+    let encoded = path.addingPercentEncoding(withAllowedCharacters: allowed) ?? path
+    let process = Process()
+    process.executableURL = URL(filePath: "/usr/bin/curl")
+    var arguments = [
+      "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
+      "-H", "Content-Type: application/octet-stream", "--data-binary", "@" + file.path,
+    ]
+    if let rate { arguments += ["--limit-rate", rate] }
+    arguments.append("http://127.0.0.1:\(port)/upload?path=\(encoded)")
+    process.arguments = arguments
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    return (process, output)
+  }
+
+  /// Waits for a started upload and returns its HTTP status (0 when it did not complete).
+  static func status(of upload: (Process, Pipe)) async throws -> Int {
+    let (process, output) = upload
+    let deadline = Date().addingTimeInterval(120)
+    while process.isRunning, Date() < deadline {
+      try await Task.sleep(for: .milliseconds(20))
+    }
+    if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    return Int(text) ?? 0
+  }
+}
+
+/// A temporary folder for one test, removed at the end.
+final class TemporaryFolder: Sendable {
+  let url: URL
+
+  init() throws {
+    url = URL(filePath: NSTemporaryDirectory()).appending(
+      path: "browserdrop-command-\(UUID().uuidString)", directoryHint: .isDirectory)
+    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+  }
+
+  deinit {
+    try? FileManager.default.removeItem(at: url)
+  }
+
+  /// A path inside the folder.
+  func path(_ name: String) -> URL {
+    url.appending(path: name)
+  }
+
+  /// Writes a file of `size` bytes with a recognisable, position-dependent pattern.
+  @discardableResult
+  func makeFile(_ name: String, size: Int, seed: UInt8 = 1) throws -> URL {
+    let file = path(name)
+    try FileManager.default.createDirectory(
+      at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+    var bytes = [UInt8](repeating: 0, count: size)
+    var state = UInt32(seed) &* 2_654_435_761 &+ 1
+    for index in 0..<size {
+      state = state &* 1_664_525 &+ 1_013_904_223
+      bytes[index] = UInt8(truncatingIfNeeded: state >> 24)
+    }
+    try Data(bytes).write(to: file)
+    return file
+  }
+
+  /// Regular files under `folder`, relative paths, hidden ones left out.
+  static func files(in folder: URL) -> [String] {
+    guard let walker = FileManager.default.enumerator(atPath: folder.path) else { return [] }
+    var result: [String] = []
+    while let name = walker.nextObject() as? String {
+      let isHidden = name.split(separator: "/").contains { $0.hasPrefix(".") }
+      if (walker.fileAttributes?[.type] as? FileAttributeType) == .typeRegular, !isHidden {
+        result.append(name)
+      }
+    }
+    return result.sorted()
+  }
+}

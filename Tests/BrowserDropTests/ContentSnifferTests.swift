@@ -1,0 +1,515 @@
+import Foundation
+import Glibc
+import Synchronization
+import Testing
+
+@testable import BrowserDrop
+
+/// One sniffer for the whole suite, as in the server.
+private let sharedSniffer = Result { () throws(BrowserDropError) in try ContentSniffer() }
+
+struct ContentSnifferTests {
+  let sniffer: ContentSniffer
+
+  init() throws {
+    sniffer = try sharedSniffer.get()
+  }
+
+  // MARK: Real files
+
+  @Test func wavIsAudio() {
+    let result = sniffer.sniff(ContentFixtures.wav())
+    #expect(result.mimeType == "audio/x-wav")
+    #expect(result.kind == .audio)
+    #expect(result.charset == nil)
+    #expect(result.executable == nil)
+  }
+
+  @Test func pngIsAnImage() {
+    let result = sniffer.sniff(ContentFixtures.png())
+    #expect(result.mimeType == "image/png")
+    #expect(result.kind == .image)
+    #expect(result.executable == nil)
+  }
+
+  @Test func pdfIsADocument() {
+    let result = sniffer.sniff(ContentFixtures.pdf())
+    #expect(result.mimeType == "application/pdf")
+    #expect(result.kind == .document)
+  }
+
+  @Test func zipAndGzipAreArchives() {
+    let zip = sniffer.sniff(ContentFixtures.zip())
+    #expect(zip.mimeType == "application/zip")
+    #expect(zip.kind == .archive)
+    let gzip = sniffer.sniff(ContentFixtures.gzip())
+    #expect(gzip.mimeType == "application/gzip")
+    #expect(gzip.kind == .archive)
+  }
+
+  @Test func utf8TextIsText() {
+    let result = sniffer.sniff(ContentFixtures.utf8Text())
+    #expect(result.mimeType == "text/plain")
+    #expect(result.charset == "utf-8")
+    #expect(result.kind == .text)
+    #expect(result.executable == nil)
+    let ascii = sniffer.sniff(ContentFixtures.asciiText())
+    #expect(ascii.mimeType == "text/plain")
+    #expect(ascii.charset == "us-ascii")
+  }
+
+  @Test func jsonIsText() {
+    let result = sniffer.sniff(ContentFixtures.json())
+    #expect(result.mimeType == "application/json")
+    #expect(result.kind == .text)
+  }
+
+  @Test func emptyAndUnknownContentAreUnknown() {
+    let empty = sniffer.sniff([UInt8]())
+    #expect(empty.mimeType == "application/x-empty")
+    #expect(empty.isUnknown)
+    #expect(empty.kind == .other)
+    #expect(empty.executable == nil)
+
+    var generator = SeededGenerator(seed: 7)
+    let noise = sniffer.sniff(generator.bytes(65_536))
+    #expect(noise.mimeType == "application/octet-stream")
+    #expect(noise.isUnknown)
+    #expect(noise.kind == .other)
+  }
+
+  @Test func elfFromBinTrueIsAnExecutable() throws {
+    let result = sniffer.sniff(try ContentFixtures.elf())
+    #expect(result.libmagicMimeType.hasPrefix("application/x-"))
+    #expect(result.mimeType == result.libmagicMimeType)
+    #expect(result.kind == .other)
+    let executable = try #require(result.executable)
+    #expect(executable.hasPrefix("ELF executable"))
+    #if arch(x86_64)
+      #expect(executable == "ELF executable for x86-64")
+    #elseif arch(arm64)
+      #expect(executable == "ELF executable for ARM64")
+    #endif
+  }
+
+  @Test func shellScriptIsAScript() {
+    let result = sniffer.sniff(ContentFixtures.shellScript())
+    #expect(result.mimeType == "text/x-shellscript")
+    #expect(result.kind == .text)
+    #expect(result.executable == "shell script (#!/bin/sh)")
+
+    let python = sniffer.sniff(ContentFixtures.pythonScript())
+    #expect(python.executable == "Python script (#!/usr/bin/env python3)")
+  }
+
+  @Test func portableExecutableIsAnExecutable() {
+    let result = sniffer.sniff(ContentFixtures.portableExecutable())
+    #expect(
+      ["application/vnd.microsoft.portable-executable", "application/x-dosexec"].contains(
+        result.mimeType))
+    #expect(result.executable == "Windows executable (PE) for x86-64")
+    let dll = sniffer.sniff(ContentFixtures.portableExecutable(dll: true))
+    #expect(dll.executable == "Windows DLL (PE) for x86-64")
+  }
+
+  @Test func machOIsAnExecutable() {
+    let thin = sniffer.sniff(ContentFixtures.machO())
+    #expect(thin.mimeType == "application/x-mach-binary")
+    #expect(thin.executable == "Mach-O executable for x86-64")
+    #expect(
+      sniffer.sniff(ContentFixtures.machO(arm: true)).executable
+        == "Mach-O executable for ARM64")
+    let fat = sniffer.sniff(ContentFixtures.fatMachO())
+    #expect(fat.mimeType == "application/x-mach-binary")
+    #expect(fat.executable == "Mach-O universal binary")
+  }
+
+  @Test func javaClassIsNotTakenForMachO() {
+    let result = sniffer.sniff(ContentFixtures.javaClass())
+    #expect(result.mimeType == "application/x-java-applet")
+    #expect(result.executable == nil)
+  }
+
+  @Test func sniffReadsAFilePrefix() throws {
+    let url = FileManager.default.temporaryDirectory
+      .appending(path: "sniff-\(UUID().uuidString).png")
+    defer { try? FileManager.default.removeItem(at: url) }
+    // A PNG followed by 200 KiB of padding: only the first 64 KiB are read.
+    try Data(ContentFixtures.png() + [UInt8](repeating: 0, count: 200 * 1_024)).write(to: url)
+    #expect(try sniffer.sniff(contentsOf: url).mimeType == "image/png")
+  }
+
+  // MARK: Executable signatures
+
+  @Test func weakExecutableShapesAreNotExecutables() {
+    func describe(_ bytes: [UInt8]) -> String? {
+      bytes.withUnsafeBytes { ExecutableSignature.describe($0) }
+    }
+    let pe = ContentFixtures.portableExecutable()
+    // MZ alone, or e_lfanew pointing outside the prefix or at something else.
+    #expect(describe(Array(pe.prefix(0x80))) == nil)
+    #expect(describe(ContentFixtures.ascii("MZ") + [UInt8](repeating: 0, count: 100)) == nil)
+    var misplaced = pe
+    misplaced[0x3C] = 0x84
+    #expect(describe(misplaced) == nil)
+    // ELF magic with an impossible class byte.
+    #expect(describe([0x7F, 0x45, 0x4C, 0x46, 9, 1, 1, 0]) == nil)
+    // Mach-O magic with an unknown CPU type.
+    #expect(describe([0xCF, 0xFA, 0xED, 0xFE, 0x42, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0]) == nil)
+    // `#!` without an absolute interpreter, with binary garbage, or with no end of line.
+    #expect(describe(ContentFixtures.ascii("#!bash\necho\n")) == nil)
+    #expect(describe(ContentFixtures.ascii("#! \n")) == nil)
+    #expect(describe(ContentFixtures.ascii("#!/5\n")) == nil)
+    #expect(describe(ContentFixtures.ascii("#!/usr//sh\n")) == nil)
+    #expect(describe(ContentFixtures.ascii("#!/bin/\n")) == nil)
+    #expect(describe([0x23, 0x21, 0x2F, 0x62, 0x00, 0x0A]) == nil)
+    #expect(describe(ContentFixtures.ascii("#!/bin/" + String(repeating: "x", count: 300))) == nil)
+    // …but a one-line script that is the whole file, and `#! /bin/sh` with a blank, are scripts.
+    #expect(describe(ContentFixtures.ascii("#!/bin/sh")) == "shell script (#!/bin/sh)")
+    #expect(
+      describe(ContentFixtures.ascii("#! /bin/bash -e\nls\n")) == "shell script (#!/bin/bash -e)")
+  }
+
+  @Test func bigEndianMachOIsRecognised() {
+    let header: [UInt8] =
+      [0xFE, 0xED, 0xFA, 0xCE] + ContentFixtures.be(UInt32(18)) + ContentFixtures.be(UInt32(0))
+      + ContentFixtures.be(UInt32(6)) + [UInt8](repeating: 0, count: 12)
+    #expect(
+      header.withUnsafeBytes { ExecutableSignature.describe($0) }
+        == "Mach-O dynamic library for PowerPC")
+  }
+
+  // MARK: Policy
+
+  private static let protectedNames = ["song.mp3", "report.pdf", "notes.txt", "photo.JPG"]
+
+  @Test func disguisedExecutablesAreRefused() throws {
+    let executables: [(name: String, bytes: [UInt8], says: String)] = [
+      ("ELF", try ContentFixtures.elf(), "an ELF executable"),
+      ("PE", ContentFixtures.portableExecutable(), "a Windows executable (PE)"),
+      ("Mach-O", ContentFixtures.machO(), "a Mach-O executable"),
+      ("fat Mach-O", ContentFixtures.fatMachO(), "a Mach-O universal binary"),
+      ("script", ContentFixtures.shellScript(), "a shell script (#!/bin/sh)"),
+    ]
+    for executable in executables {
+      let sniffed = sniffer.sniff(executable.bytes)
+      for name in Self.protectedNames {
+        let refusal = ContentPolicy.rejectDisguised.refusal(for: sniffed, fileName: name)
+        let message = try #require(refusal?.message, "\(executable.name) as \(name)")
+        #expect(message.hasPrefix("This file is \(executable.says)"), "\(message)")
+        let shownExtension = ContentPolicy.fileExtension(of: name)
+        #expect(message.hasSuffix(", not a .\(shownExtension) file."), "\(message)")
+      }
+    }
+    let elf = sniffer.sniff(try ContentFixtures.elf())
+    #expect(
+      ContentPolicy.rejectDisguised.refusal(for: elf, fileName: "music/song.mp3")?.message
+        == "This file is an \(elf.executable!), not a .mp3 file.")
+  }
+
+  @Test func executablesUnderHonestNamesAreAccepted() throws {
+    let honest: [([UInt8], [String])] = [
+      (try ContentFixtures.elf(), ["true", "true.bin", "a.out", "tool.so", "build/true"]),
+      (ContentFixtures.portableExecutable(), ["setup.exe", "plugin.dll", "setup"]),
+      (ContentFixtures.machO(), ["tool", "tool.dylib", "Tool.app.zip"]),
+      (ContentFixtures.shellScript(), ["install.sh", "install", "run.command"]),
+      (ContentFixtures.pythonScript(), ["tool.py"]),
+    ]
+    for (bytes, names) in honest {
+      let sniffed = sniffer.sniff(bytes)
+      #expect(sniffed.executable != nil)
+      for name in names {
+        #expect(
+          ContentPolicy.rejectDisguised.refusal(for: sniffed, fileName: name) == nil, "\(name)")
+      }
+    }
+  }
+
+  @Test func honestFilesAreAcceptedUnderAnyName() throws {
+    let files: [[UInt8]] = [
+      ContentFixtures.wav(), ContentFixtures.png(), ContentFixtures.pdf(), ContentFixtures.zip(),
+      ContentFixtures.utf8Text(), ContentFixtures.json(), ContentFixtures.javaClass(), [],
+    ]
+    let names = ["sound.wav", "image.png", "paper.pdf", "a.zip", "x.txt", "song.mp3", "noext"]
+    for bytes in files {
+      let sniffed = sniffer.sniff(bytes)
+      for name in names {
+        #expect(ContentPolicy.rejectDisguised.refusal(for: sniffed, fileName: name) == nil)
+      }
+    }
+  }
+
+  @Test func offAcceptsEverything() throws {
+    let sniffed = sniffer.sniff(try ContentFixtures.elf())
+    #expect(ContentPolicy.off.refusal(for: sniffed, fileName: "song.mp3") == nil)
+    #expect(!ContentPolicy.off.sniffsContent)
+    #expect(ContentPolicy.rejectDisguised.sniffsContent)
+    #expect(ContentPolicy.strict(allowedTypes: []).sniffsContent)
+  }
+
+  @Test func extensionsAreReadFromNamesAndPaths() {
+    #expect(ContentPolicy.fileExtension(of: "Song.MP3") == "mp3")
+    #expect(ContentPolicy.fileExtension(of: "album/disc 1/track.flac") == "flac")
+    #expect(ContentPolicy.fileExtension(of: "archive.tar.gz") == "gz")
+    #expect(ContentPolicy.fileExtension(of: "README") == "")
+    #expect(ContentPolicy.fileExtension(of: ".profile") == "")
+    #expect(ContentPolicy.fileExtension(of: "dir.v2/README") == "")
+    let sniffed = sniffer.sniff(ContentFixtures.shellScript())
+    #expect(ContentPolicy.rejectDisguised.refusal(for: sniffed, fileExtension: ".TXT") != nil)
+    #expect(ContentPolicy.rejectDisguised.refusal(for: sniffed, fileExtension: "txt") != nil)
+    #expect(ContentPolicy.rejectDisguised.refusal(for: sniffed, fileExtension: "") == nil)
+  }
+
+  @Test func strictPatterns() throws {
+    let wav = sniffer.sniff(ContentFixtures.wav())
+    let png = sniffer.sniff(ContentFixtures.png())
+    let pdf = sniffer.sniff(ContentFixtures.pdf())
+    let text = sniffer.sniff(ContentFixtures.utf8Text())
+    let empty = sniffer.sniff([UInt8]())
+
+    let audio = ContentPolicy.strict(allowedTypes: ["audio/*"])
+    #expect(audio.refusal(for: wav, fileName: "a.wav") == nil)
+    #expect(
+      audio.refusal(for: png, fileName: "a.png")?.message
+        == "This file is image/png, and this session accepts only audio/*.")
+    #expect(
+      audio.refusal(for: empty, fileName: "a.wav")?.message
+        == "This file is empty, and this session accepts only audio/*.")
+
+    let mixed = ContentPolicy.strict(allowedTypes: [" AUDIO/* ", "Application/PDF"])
+    #expect(mixed.refusal(for: wav, fileName: "a.wav") == nil)
+    #expect(mixed.refusal(for: pdf, fileName: "a.pdf") == nil)
+    #expect(mixed.refusal(for: text, fileName: "a.txt") != nil)
+
+    let parameters = ContentPolicy.strict(allowedTypes: ["text/plain; charset=utf-8"])
+    #expect(parameters.refusal(for: text, fileName: "a.txt") == nil)
+
+    let any = ContentPolicy.strict(allowedTypes: ["*/*"])
+    for sniffed in [wav, png, pdf, text, empty] {
+      #expect(any.refusal(for: sniffed, fileName: "file.bin") == nil)
+    }
+    // Strict keeps the disguise rule: a script is text/*, but not under a .txt name.
+    let script = sniffer.sniff(ContentFixtures.shellScript())
+    let textOnly = ContentPolicy.strict(allowedTypes: ["text/*"])
+    #expect(textOnly.refusal(for: script, fileName: "run.sh") == nil)
+    #expect(textOnly.refusal(for: script, fileName: "notes.txt") != nil)
+
+    #expect(ContentPolicy.strict(allowedTypes: []).refusal(for: wav, fileName: "a.wav") != nil)
+    #expect(!ContentPolicy.matches("audio/x-wav", pattern: "audio"))
+    #expect(!ContentPolicy.matches("audiobook/x", pattern: "audio/*"))
+    #expect(ContentPolicy.matches("video/mp4", pattern: "*"))
+  }
+
+  @Test func kindsOfMIMETypes() {
+    let expectations: [String: ContentKind] = [
+      "audio/mpeg": .audio, "application/ogg": .audio, "video/mp4": .video,
+      "image/svg+xml": .image, "application/pdf": .document, "text/rtf": .document,
+      "application/vnd.openxmlformats-officedocument.wordprocessingml.document": .document,
+      "application/vnd.oasis.opendocument.text": .document, "application/epub+zip": .document,
+      "text/html": .text, "application/json": .text, "application/xml": .text,
+      "application/zip": .archive, "application/x-7z-compressed": .archive,
+      "application/x-xz": .archive, "application/zstd": .archive, "application/x-tar": .archive,
+      "application/x-pie-executable": .other, "application/octet-stream": .other,
+    ]
+    for (type, kind) in expectations {
+      #expect(ContentKind(mimeType: type) == kind, "\(type)")
+    }
+  }
+
+  // MARK: Random bodies
+
+  /// libmagic calls about 1% of random byte strings a DOS executable from their first byte;
+  /// none of them may be refused, and none is reported as an executable.
+  @Test func randomBodiesAreNeverRefused() async {
+    let sniffer = self.sniffer
+    let count = 6_000
+    let tally = await offTheCooperativePool { () -> RandomBodyTally in
+      var generator = SeededGenerator(seed: 0x5EED_B0D1)
+      var tally = RandomBodyTally()
+      for index in 0..<count {
+        let length: Int
+        switch index % 10 {
+        case 0..<5: length = Int.random(in: 0...512, using: &generator)
+        case 5..<8: length = Int.random(in: 513...8_192, using: &generator)
+        default: length = Int.random(in: 8_193...65_536, using: &generator)
+        }
+        var body = generator.bytes(length)
+        // Every tenth body starts like a DOS header, every tenth like a script line.
+        if index % 10 == 3, body.count >= 2 { body.replaceSubrange(0..<2, with: [0x4D, 0x5A]) }
+        if index % 10 == 7, body.count >= 3 {
+          body.replaceSubrange(0..<3, with: [0x23, 0x21, 0x2F])
+        }
+        let sniffed = sniffer.sniff(body)
+        if sniffed.libmagicMimeType == "application/x-dosexec" {
+          switch index % 10 {
+          case 3: tally.dosexecMZ += 1
+          case 7: tally.dosexecScript += 1
+          default: tally.dosexecPlain += 1
+          }
+        }
+        if sniffed.libmagicMimeType != sniffed.mimeType { tally.discardedGuesses += 1 }
+        if let executable = sniffed.executable {
+          tally.executables.append("body \(index): \(executable)")
+        }
+        for name in ["song.mp3", "report.pdf", "notes.txt"] {
+          if let refusal = ContentPolicy.rejectDisguised.refusal(for: sniffed, fileName: name) {
+            tally.refused.append("body \(index): \(refusal.message)")
+          }
+        }
+      }
+      return tally
+    }
+    #expect(tally.executables.isEmpty, "\(tally.executables.prefix(5))")
+    #expect(tally.refused.isEmpty, "\(tally.refused.prefix(5))")
+    // Recorded for docs/content-sniffing.md.
+    print(
+      "random bodies: \(count) (\(count / 10) starting MZ, \(count / 10) starting #!/); "
+        + "libmagic said application/x-dosexec for \(tally.dosexecPlain) plain, "
+        + "\(tally.dosexecMZ) MZ, \(tally.dosexecScript) #!/ bodies; executable guesses "
+        + "discarded: \(tally.discardedGuesses); refused: \(tally.refused.count)")
+    #expect(tally.dosexecPlain > 0, "the weak guess this test guards against should occur")
+  }
+
+  private struct RandomBodyTally: Sendable {
+    var dosexecPlain = 0
+    var dosexecMZ = 0
+    var dosexecScript = 0
+    var discardedGuesses = 0
+    var executables: [String] = []
+    var refused: [String] = []
+  }
+
+  // MARK: Errors
+
+  @Test func missingDatabaseIsOneClearError() {
+    #expect {
+      _ = try ContentSniffer(databasePath: "/nonexistent/browserdrop/magic.mgc")
+    } throws: { error in
+      guard case .contentDatabaseUnavailable(let reason) = error as? BrowserDropError else {
+        return false
+      }
+      let description = (error as? BrowserDropError)?.description ?? ""
+      return reason.contains("/nonexistent/browserdrop/magic")
+        && description.hasPrefix("Can't load the file-type database (libmagic):")
+    }
+  }
+
+  @Test func brokenDatabaseIsOneClearError() throws {
+    let directory = FileManager.default.temporaryDirectory
+      .appending(path: "magic-\(UUID().uuidString)", directoryHint: .isDirectory)
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: directory) }
+
+    // A compiled database of a version this libmagic cannot read.
+    let garbage = directory.appending(path: "future.mgc")
+    let header = ContentFixtures.le(UInt32(0xF11E_041C)) + ContentFixtures.le(UInt32(99))
+    try Data(header + [UInt8](repeating: 0, count: 4_088)).write(to: garbage)
+    #expect {
+      _ = try ContentSniffer(databasePath: garbage.path)
+    } throws: { error in
+      guard case .contentDatabaseUnavailable(let reason) = error as? BrowserDropError else {
+        return false
+      }
+      return reason.contains("future.mgc") && reason.contains("version")
+    }
+
+    // A database that loads but knows nothing.
+    let empty = directory.appending(path: "empty")
+    try Data("# no entries\n".utf8).write(to: empty)
+    #expect {
+      _ = try ContentSniffer(databasePath: empty.path)
+    } throws: { error in
+      guard case .contentDatabaseUnavailable(let reason) = error as? BrowserDropError else {
+        return false
+      }
+      return reason.contains("does not recognise a PNG")
+    }
+  }
+
+  // MARK: Concurrency and speed
+
+  @Test func concurrentSniffsAgree() async throws {
+    let fixtures: [[UInt8]] = [
+      ContentFixtures.wav(), ContentFixtures.png(), ContentFixtures.pdf(), ContentFixtures.zip(),
+      ContentFixtures.utf8Text(), try ContentFixtures.elf(), ContentFixtures.shellScript(),
+      ContentFixtures.portableExecutable(), ContentFixtures.machO(), ContentFixtures.json(),
+    ]
+    let sniffer = self.sniffer
+    let expected = fixtures.map { sniffer.sniff($0) }
+    let results = await withTaskGroup(of: (Int, SniffResult).self) { group in
+      for round in 0..<100 {
+        let index = round % fixtures.count
+        let bytes = fixtures[index]
+        group.addTask {
+          (index, await BlockingPool.shared.run { sniffer.sniff(bytes) })
+        }
+      }
+      var results: [(Int, SniffResult)] = []
+      for await result in group { results.append(result) }
+      return results
+    }
+    #expect(results.count == 100)
+    for (index, result) in results { #expect(result == expected[index]) }
+
+    // Straight from many threads at once, more threads than handles.
+    let mismatches = await offTheCooperativePool { () -> Int in
+      let mismatches = Atomic(0)
+      DispatchQueue.concurrentPerform(iterations: 400) { round in
+        let index = round % fixtures.count
+        if sniffer.sniff(fixtures[index]) != expected[index] {
+          mismatches.add(1, ordering: .relaxed)
+        }
+      }
+      return mismatches.load(ordering: .relaxed)
+    }
+    #expect(mismatches == 0)
+  }
+
+  @Test func sniffingIsFast() async throws {
+    let clock = ContinuousClock()
+    let loading = try clock.measure { _ = try ContentSniffer() }
+    print("load ContentSniffer (database into every handle): \(loading)")
+    var generator = SeededGenerator(seed: 42)
+    let samples: [(name: String, bytes: [UInt8], iterations: Int)] = [
+      ("random 64 KiB", generator.bytes(65_536), 200),
+      ("PNG", ContentFixtures.png(), 500),
+      ("ASCII text 64 KiB", ContentFixtures.asciiText(), 50),
+      ("UTF-8 text 64 KiB", ContentFixtures.utf8Text(size: 65_536), 50),
+      ("ELF 64 KiB", try ContentFixtures.elf(), 200),
+      ("WAV", ContentFixtures.wav(), 200),
+    ]
+    let sniffer = self.sniffer
+    for sample in samples {
+      let perSniff = await offTheCooperativePool { () -> Double in
+        _ = sniffer.sniff(sample.bytes)
+        let elapsed = clock.measure {
+          for _ in 0..<sample.iterations { _ = sniffer.sniff(sample.bytes) }
+        }
+        let micros =
+          Double(elapsed.components.seconds) * 1e6
+          + Double(elapsed.components.attoseconds) / 1e12
+        return micros / Double(sample.iterations)
+      }
+      print("sniff \(sample.name) (\(sample.bytes.count) bytes): \(Int(perSniff.rounded())) µs")
+      // Generous: a sniff happens once per upload; this only catches a pathological slowdown.
+      #expect(perSniff < 50_000, "\(sample.name)")
+    }
+  }
+}
+
+/// Runs CPU-heavy test work on a thread of its own at idle priority (`SCHED_IDLE`), so it never
+/// holds one of the cooperative pool's threads (two on these machines) and never delays the
+/// timing of servers under test in other suites running at the same time.
+private func offTheCooperativePool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+  await withCheckedContinuation { continuation in
+    let thread = Thread {
+      // SCHED_IDLE (5 in <sched.h>) is behind _GNU_SOURCE, which Glibc's module does not set.
+      let schedIdle: Int32 = 5
+      var parameters = sched_param()
+      let status = pthread_setschedparam(pthread_self(), schedIdle, &parameters)
+      assert(status == 0, "pthread_setschedparam(SCHED_IDLE) failed with \(status)")
+      continuation.resume(returning: body())
+    }
+    thread.start()
+  }
+}

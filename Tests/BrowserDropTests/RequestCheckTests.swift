@@ -1,0 +1,147 @@
+import Foundation
+import Testing
+
+@testable import BrowserDrop
+
+@Suite("Host, Origin and path rules, and the order refusals are decided in")
+struct RequestCheckTests {
+  static let allowedHosts = [
+    "127.0.0.1", "127.0.0.1:8080", "192.168.1.20", "[::1]", "[::1]:8080", "[fe80::1]", "localhost",
+    "localhost:80", "kiosk", "KIOSK:8080", "nas.local", "box.lan", "pi.home", "pi.home.arpa",
+    "svc.internal", "printer.local.", "a_b",
+  ]
+  static let refusedHosts = [
+    "evil.com", "evil.com:80", "127.0.0.1.nip.io", "x.localhost.evil.com", "",
+    "[::1", "::1", "192.168.1.20:99999", "host:abc", "a..b.local", "-bad.local", "x.lan.com",
+    "ex ample.local",
+  ]
+
+  @Test(arguments: allowedHosts) func allowedHostNames(host: String) {
+    #expect(HostPolicy.isAllowed(host: host))
+  }
+
+  @Test(arguments: refusedHosts) func refusedHostNames(host: String) {
+    #expect(!HostPolicy.isAllowed(host: host))
+  }
+
+  @Test func originMustBeTheServersOwnPage() {
+    #expect(HostPolicy.originMatches("http://127.0.0.1:8080", host: "127.0.0.1:8080"))
+    #expect(HostPolicy.originMatches("http://NAS.local", host: "nas.local:80"))
+    #expect(HostPolicy.originMatches("http://[::1]:9", host: "[::1]:9"))
+    #expect(!HostPolicy.originMatches("http://127.0.0.1:8081", host: "127.0.0.1:8080"))
+    #expect(!HostPolicy.originMatches("https://127.0.0.1:8080", host: "127.0.0.1:8080"))
+    #expect(!HostPolicy.originMatches("null", host: "127.0.0.1:8080"))
+    #expect(!HostPolicy.originMatches("http://evil.com", host: "127.0.0.1"))
+    #expect(!HostPolicy.originMatches("http://127.0.0.1:8080/path", host: "127.0.0.1:8080"))
+  }
+
+  @Test func foreignHostsAreForbiddenForGetAndPost() async throws {
+    let session = try await TestSession.start()
+    defer { Task { await session.stop() } }
+    let get = try await session.get("/", host: "evil.com")
+    #expect(get.status == 403 && get.errorCode == "forbidden")
+    let config = try await session.get("/config.json", host: "rebind.attacker.net:\(session.port)")
+    #expect(config.status == 403)
+    let post = try await session.exchange(
+      Requests.uploadHead(port: session.port, encodedPath: "a.txt", length: 1, host: "evil.com")
+        + "x")
+    #expect(post.status == 403)
+    #expect(session.stagedFiles().isEmpty)
+  }
+
+  @Test func crossSiteUploadsAreForbiddenAndMissingOriginIsAllowed() async throws {
+    let session = try await TestSession.start()
+    defer { Task { await session.stop() } }
+    let foreign = try await session.exchange(
+      Requests.uploadHead(
+        port: session.port, encodedPath: "a.txt", length: 1, origin: .some("http://evil.com")) + "x"
+    )
+    #expect(foreign.status == 403)
+    let otherPort = try await session.exchange(
+      Requests.uploadHead(
+        port: session.port, encodedPath: "a.txt", length: 1, origin: .some("http://127.0.0.1:1"))
+        + "x")
+    #expect(otherPort.status == 403)
+    let scripted = try await session.exchange(
+      Requests.uploadHead(port: session.port, encodedPath: "a.txt", length: 1, origin: .some(nil))
+        + "x")
+    #expect(scripted.status == 201)
+    // A GET needs no Origin check, even a foreign one.
+    let page = try await session.exchange(
+      "GET /config.json HTTP/1.1\r\nHost: 127.0.0.1:\(session.port)\r\nOrigin: http://evil.com\r\n\r\n"
+    )
+    #expect(page.status == 200)
+  }
+
+  static let unsafePaths: [String] = [
+    "", "path=", "path=%2Fetc%2Fpasswd", "path=..%2Fx.txt", "path=a%2F..%2Fb.txt", "path=.",
+    "path=..",
+    "path=a%2F.%2Fb.txt", "path=.hidden", "path=a%2F.git%2Fconfig", "path=a%2F%2Fb.txt",
+    "path=a%2F",
+    "path=a%5Cb.txt", "path=C%3A%5Cwin.txt", "path=%5C..%5Cx.txt", "path=a%00b.txt",
+    "path=a%0Ab.txt",
+    "path=a%0Db.txt", "path=a%7Fb.txt", "path=evil%E2%80%AEtxt.exe", "path=zero%E2%80%8Bwidth.txt",
+    "path=a%ZZ.txt", "path=a%2", "path=%C0%AE%C0%AE%2Fx", "path=%FF.txt", "path=a.txt&path=b.txt",
+    "path=%252e%252e%252fx", "x=1",
+    "path=" + String(repeating: "a", count: 256) + ".txt",
+    "path="
+      + Array(repeating: String(repeating: "d", count: 200), count: 6).joined(separator: "%2F"),
+  ]
+
+  @Test(arguments: unsafePaths) func unsafePathsAreInvalid(query: String) async throws {
+    let session = try await TestSession.start()
+    defer { Task { await session.stop() } }
+    let host = "127.0.0.1:\(session.port)"
+    let reply = try await session.exchange(
+      "POST /upload?\(query) HTTP/1.1\r\nHost: \(host)\r\nOrigin: http://\(host)\r\nContent-Length: 1\r\n\r\nx"
+    )
+    if query == "path=%252e%252e%252fx" {
+      // Decoded once, this is the harmless name "%2e%2e%2fx", stored as such.
+      #expect(reply.status == 201)
+      #expect(session.stagedFiles().keys.sorted() == ["%2e%2e%2fx"])
+    } else {
+      #expect(reply.status == 400, "\(query)")
+      #expect(reply.errorCode == "invalid_path", "\(query)")
+      #expect(session.stagedFiles().isEmpty)
+    }
+  }
+
+  @Test func refusalsComeInTheDocumentedOrder() async throws {
+    let session = try await TestSession.start {
+      $0.maximumFileSize = 5
+      $0.allowedExtensions = ["txt"]
+    }
+    defer { Task { await session.stop() } }
+    let port = session.port
+    #expect(try await session.upload("taken.txt", [1]).status == 201)
+    func status(_ request: String) async throws -> Int {
+      try await session.exchange(request).status
+    }
+    // Host before framing.
+    #expect(try await status("POST /upload?path=a.txt HTTP/1.1\r\nHost: evil.com\r\n\r\n") == 403)
+    // Framing before method.
+    #expect(try await status("POST /nowhere HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n\r\n") == 411)
+    // Method before Origin.
+    #expect(
+      try await status(
+        "PUT /upload HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nOrigin: http://evil.com\r\n\r\n") == 405
+    )
+    // Origin before path.
+    #expect(
+      try await status(
+        Requests.uploadHead(
+          port: port, encodedPath: "..", length: 1, origin: .some("http://evil.com"))) == 403)
+    // Path before type, type before size, size before conflict, conflict before space.
+    #expect(
+      try await status(Requests.uploadHead(port: port, encodedPath: ".x.exe", length: 99)) == 400)
+    #expect(
+      try await session.exchange(Requests.uploadHead(port: port, encodedPath: "a.exe", length: 99))
+        .errorCode == "unsupported_type")
+    #expect(
+      try await status(Requests.uploadHead(port: port, encodedPath: "taken.txt/b.txt", length: 99))
+        == 413)
+    let conflict = try await session.exchange(
+      Requests.uploadHead(port: port, encodedPath: "taken.txt/b.txt", length: 1))
+    #expect(conflict.status == 409)
+  }
+}

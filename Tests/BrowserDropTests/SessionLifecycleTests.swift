@@ -1,0 +1,166 @@
+import Foundation
+import Testing
+
+@testable import BrowserDrop
+
+@Suite("Session lifecycle: finish, cancel, remove, suspend and resume")
+struct SessionLifecycleTests {
+  @Test func finishHandsOverTheFolderAndEndsTheSession() async throws {
+    let session = try await TestSession.start()
+    defer { try? FileManager.default.removeItem(at: session.root) }
+    #expect(try await session.upload("Book/01.mp3", [1, 2, 3]).status == 201)
+    #expect(try await session.upload("Book/02.mp3", [4]).status == 201)
+    let folder = try #require(try await session.server.finish())
+    #expect(folder.path == session.server.sessionFolder.path)
+    #expect(folder.path.hasPrefix(session.root.standardizedFileURL.path + "/"))
+    let names = try FileManager.default.subpathsOfDirectory(atPath: folder.path).sorted()
+    #expect(names == ["Book", "Book/01.mp3", "Book/02.mp3"])
+    // Nothing but the handed-over folder is left in the staging root.
+    #expect(
+      try FileManager.default.contentsOfDirectory(atPath: session.root.path) == [
+        folder.lastPathComponent
+      ])
+    // The session is over: no more connections, and a second finish says so.
+    await #expect(throws: BrowserDropError.sessionEnded) { try await session.server.finish() }
+    await #expect(throws: (any Error).self) { try await session.upload("late.txt", [1]) }
+  }
+
+  @Test func finishWithNothingReturnsNilAndRemovesTheFolder() async throws {
+    let session = try await TestSession.start()
+    defer { try? FileManager.default.removeItem(at: session.root) }
+    #expect(try await session.server.finish() == nil)
+    #expect(try FileManager.default.contentsOfDirectory(atPath: session.root.path).isEmpty)
+  }
+
+  @Test func cancelDeletesEverything() async throws {
+    let session = try await TestSession.start()
+    defer { try? FileManager.default.removeItem(at: session.root) }
+    #expect(try await session.upload("a.txt", [1]).status == 201)
+    await session.server.cancel()
+    #expect(try FileManager.default.contentsOfDirectory(atPath: session.root.path).isEmpty)
+    #expect(await session.server.receivedFiles.isEmpty)
+  }
+
+  @Test func removeReceivedItemDropsAFileOrAFolder() async throws {
+    let session = try await TestSession.start()
+    defer { Task { await session.stop() } }
+    for path in ["Book/01.mp3", "Book/CD2/02.mp3", "keep.txt", "Bookish.txt"] {
+      #expect(try await session.upload(path, [7]).status == 201)
+    }
+    let removedFile = await session.server.removeReceivedItem(at: "keep.txt")
+    #expect(removedFile.map(\.relativePath) == ["keep.txt"])
+    let removedFolder = await session.server.removeReceivedItem(at: "Book")
+    #expect(Set(removedFolder.map(\.relativePath)) == ["Book/01.mp3", "Book/CD2/02.mp3"])
+    #expect(await session.server.receivedFiles.map(\.relativePath) == ["Bookish.txt"])
+    #expect(session.stagedFiles().keys.sorted() == ["Bookish.txt"])
+    #expect(
+      !FileManager.default.fileExists(
+        atPath: session.server.sessionFolder.appending(path: "Book").path))
+    // The name is free again, in any form.
+    #expect(try await session.upload("Book", [1]).status == 201)
+  }
+
+  @Test func suspendKeepsFilesAndResumeListensOnTheSamePort() async throws {
+    let session = try await TestSession.start()
+    defer { Task { await session.stop() } }
+    #expect(try await session.upload("before.txt", [1]).status == 201)
+    await session.server.suspend()
+    await #expect(throws: (any Error).self) { _ = try await session.client() }
+    let addresses = try await session.server.resume()
+    #expect(addresses.first?.port == session.port)
+    #expect(try await session.upload("after.txt", [2]).status == 201)
+    #expect(session.stagedFiles().keys.sorted() == ["after.txt", "before.txt"])
+  }
+
+  @Test func quickRestartsNeverMeetAddressInUse() async throws {
+    let session = try await TestSession.start()
+    defer { Task { await session.stop() } }
+    for round in 0..<25 {
+      // Leave connections in TIME_WAIT on the server side before each restart.
+      #expect(try await session.upload("r\(round).txt", [UInt8(round)]).status == 201)
+      await session.server.suspend()
+      try await session.server.resume()
+    }
+    #expect(await session.server.receivedFiles.count == 25)
+  }
+
+  @Test func suspendCutsAnUploadInFlightAndReportsIt() async throws {
+    let session = try await TestSession.start()
+    defer { Task { await session.stop() } }
+    let client = try await session.client()
+    try await client.send(
+      Requests.uploadHead(port: session.port, encodedPath: "cut.bin", length: 1000))
+    try await client.send(TestBytes.make(10))
+    try await session.log.wait {
+      $0.contains { if case .uploadStarted = $0 { true } else { false } }
+    }
+    await session.server.suspend()
+    let events = try await session.log.wait {
+      $0.contains { if case .uploadFailed = $0 { true } else { false } }
+    }
+    #expect(
+      events.contains(.uploadFailed(Upload(id: 1, relativePath: "cut.bin", size: 1000), .cancelled))
+    )
+    #expect(session.incomingEntries().isEmpty)
+    #expect(session.stagedFiles().isEmpty)
+  }
+
+  @Test func removeLeftoversDeletesSessionsButNothingElse() async throws {
+    let root = FileManager.default.temporaryDirectory.appending(
+      path: "bd-leftovers-\(UUID().uuidString)")
+    defer { try? FileManager.default.removeItem(at: root) }
+    var configuration = BrowserDropServer.Configuration(port: 0, bindAddress: "127.0.0.1")
+    configuration.stagingRoot = root
+    let crashed = BrowserDropServer(configuration: configuration)
+    try await crashed.start()
+    try FileManager.default.createDirectory(
+      at: root.appending(path: "outbox"), withIntermediateDirectories: true)
+    BrowserDropServer.removeLeftovers(stagingRoot: root)
+    #expect(try FileManager.default.contentsOfDirectory(atPath: root.path) == ["outbox"])
+    await crashed.cancel()
+  }
+
+  @Test func anExplicitPortThatIsTakenThrowsAClearError() async throws {
+    let first = try await TestSession.start()
+    defer { Task { await first.stop() } }
+    var configuration = BrowserDropServer.Configuration(port: first.port, bindAddress: "127.0.0.1")
+    configuration.stagingRoot = first.root
+    let second = BrowserDropServer(configuration: configuration)
+    do {
+      try await second.start()
+      Issue.record("a second server bound a taken port")
+    } catch let error as BrowserDropError {
+      guard case .portUnavailable(let port, _) = error else {
+        Issue.record("unexpected \(error)")
+        return
+      }
+      #expect(port == first.port)
+      #expect(error.description.contains("\(first.port)"))
+    }
+  }
+
+  @Test func anInvalidBindAddressIsRefused() async throws {
+    let server = BrowserDropServer(configuration: .init(port: 0, bindAddress: "not-an-ip"))
+    await #expect(throws: BrowserDropError.invalidBindAddress("not-an-ip")) {
+      try await server.start()
+    }
+  }
+
+  @Test func addressesCarryURLsAndKinds() async throws {
+    let session = try await TestSession.start()
+    defer { Task { await session.stop() } }
+    let addresses = await session.server.addresses
+    #expect(addresses.count == 1)
+    #expect(addresses[0].url.absoluteString == "http://127.0.0.1:\(session.port)/")
+    let lan = InterfaceAddresses.current(port: 80, bindAddress: nil)
+    #expect(!lan.isEmpty)
+    for address in lan {
+      #expect(!address.host.hasPrefix("169.254.") && !address.host.hasPrefix("fe80"))
+      #expect(
+        !["docker", "veth", "virbr", "br-", "tun", "wg"].contains {
+          address.interface.hasPrefix($0)
+        })
+      #expect(address.url.port == nil)
+    }
+  }
+}

@@ -1,0 +1,107 @@
+import Foundation
+import Testing
+
+@testable import BrowserDrop
+
+@Suite("Uploads against the real server on 127.0.0.1")
+struct UploadTests {
+  @Test func smallUploadIsStoredAndReported() async throws {
+    let session = try await TestSession.start()
+    defer { Task { await session.stop() } }
+    let body = Array("hello, drop".utf8)
+    let reply = try await session.upload("notes/hello.txt", body)
+    #expect(reply.status == 201)
+    #expect(reply.json?["path"] as? String == "notes/hello.txt")
+    #expect(session.stagedFiles() == ["notes/hello.txt": body])
+    let received = await session.server.receivedFiles
+    #expect(received.map(\.relativePath) == ["notes/hello.txt"])
+    #expect(received.first?.size == body.count)
+    let events = try await session.log.wait {
+      $0.contains { if case .uploadFinished = $0 { true } else { false } }
+    }
+    let uploadEvents = events.filter(\.isUploadEvent)
+    #expect(uploadEvents.count == 2)
+    guard case .uploadStarted(let upload) = uploadEvents[0],
+      case .uploadFinished(let file) = uploadEvents[1]
+    else {
+      Issue.record("unexpected events \(uploadEvents)")
+      return
+    }
+    #expect(upload.relativePath == "notes/hello.txt" && upload.size == body.count)
+    #expect(file.url.path == session.server.sessionFolder.appending(path: "notes/hello.txt").path)
+  }
+
+  @Test func emptyFileIsStored() async throws {
+    let session = try await TestSession.start()
+    defer { Task { await session.stop() } }
+    let reply = try await session.upload("empty.txt", [])
+    #expect(reply.status == 201)
+    #expect(session.stagedFiles() == ["empty.txt": []])
+  }
+
+  @Test func hundredMebibyteUploadArrivesByteIdentical() async throws {
+    let session = try await TestSession.start()
+    defer { Task { await session.stop() } }
+    let count = 100
+    var expected = Data(capacity: count << 20)
+    let chunk = TestBytes.make(1 << 20, seed: 7)
+    let client = try await session.client()
+    try await client.send(
+      Requests.uploadHead(port: session.port, encodedPath: "big.bin", length: chunk.count * count))
+    for index in 0..<count {
+      var piece = chunk
+      piece[index] = UInt8(truncatingIfNeeded: index)
+      expected.append(contentsOf: piece)
+      try await client.send(piece)
+    }
+    let reply = try await client.readReply()
+    #expect(reply.status == 201)
+    let stored = try Data(contentsOf: session.server.sessionFolder.appending(path: "big.bin"))
+    #expect(stored.count == expected.count)
+    #expect(stored == expected)
+    #expect(session.incomingEntries().isEmpty)
+  }
+
+  @Test func unicodeNamesAreStoredInNFC() async throws {
+    let session = try await TestSession.start()
+    defer { Task { await session.stop() } }
+    let decomposed = "Cafe\u{301}/Ma\u{308}rchen ü 日本語 📚.txt"
+    let reply = try await session.upload(decomposed, Array("x".utf8))
+    #expect(reply.status == 201)
+    let nfc = decomposed.precomposedStringWithCanonicalMapping
+    #expect(reply.json?["path"] as? String == nfc)
+    #expect(session.stagedFiles().keys.sorted() == [nfc])
+  }
+
+  @Test func sameExactPathReplacesTheEarlierFile() async throws {
+    let session = try await TestSession.start()
+    defer { Task { await session.stop() } }
+    #expect(try await session.upload("a/b.txt", Array("one".utf8)).status == 201)
+    #expect(try await session.upload("a/b.txt", Array("two".utf8)).status == 201)
+    #expect(session.stagedFiles() == ["a/b.txt": Array("two".utf8)])
+    #expect(await session.server.receivedFiles.count == 1)
+  }
+
+  @Test func plusInThePathStaysAPlus() async throws {
+    let session = try await TestSession.start()
+    defer { Task { await session.stop() } }
+    let reply = try await session.upload(encodedPath: "c++%20notes.txt", Array("x".utf8))
+    #expect(reply.status == 201)
+    #expect(session.stagedFiles().keys.sorted() == ["c++ notes.txt"])
+  }
+
+  @Test func expectContinueIsAnsweredBeforeTheBody() async throws {
+    let session = try await TestSession.start()
+    defer { Task { await session.stop() } }
+    let client = try await session.client()
+    try await client.send(
+      Requests.uploadHead(
+        port: session.port, encodedPath: "c.txt", length: 3, extra: ["Expect: 100-continue"]))
+    let interim = try await client.readReply()
+    #expect(interim.status == 100)
+    try await client.send("abc")
+    let final = try await client.readReply()
+    #expect(final.status == 201)
+    #expect(session.stagedFiles() == ["c.txt": Array("abc".utf8)])
+  }
+}

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what BrowserDrop needs from Debian's packages, only what is missing.
+#   scripts/setup.sh          the libraries the build links (libmagic, libsmbclient, libqrencode)
+#   scripts/setup.sh --test   those, plus what the tests run: samba, chromium, a Python venv
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(libmagic-dev libsmbclient-dev libqrencode-dev pkg-config)
+if [[ "${1:-}" == "--test" ]]; then
+  packages+=(samba smbclient chromium chromium-driver fonts-dejavu-core python3-venv curl iproute2 tmux)
+fi
+
+missing=()
+for package in "${packages[@]}"; do
+  if [[ "$(dpkg-query -W -f='${Status}' "$package" 2>/dev/null)" != "install ok installed" ]]; then
+    missing+=("$package")
+  fi
+done
+
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=()
+  [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -q
+  "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=900 "${missing[@]}"
+fi
+
+if [[ "${1:-}" == "--test" ]]; then
+  if [[ ! -x .venv/bin/python ]] || ! .venv/bin/python -c 'import selenium, pytest' 2>/dev/null; then
+    echo "setup: creating .venv with selenium and pytest"
+    python3 -m venv .venv
+    .venv/bin/pip install -q --disable-pip-version-check selenium pytest
+  fi
+fi

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Sets up and runs the whole test suite: Debian packages and a Python venv when missing, a debug
+# build, a loopback smbd for the forwarding tests, `swift test`, then the page in headless
+# Chromium. Every phase runs even when an earlier one fails; the exit code says whether all passed.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+scripts/setup.sh --test || exit 1
+swift build --build-tests || exit 1
+bin=$(swift build --show-bin-path)
+mkdir -p artifacts
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+smb_base=$(mktemp -d /tmp/browserdrop-smbd.XXXXXX)
+chmod 0755 "$smb_base"  # smbd serves guests as nobody, who must be able to reach the shares
+smb_port=$(free_port)
+stop_smbd() { BASE="$smb_base" PORT="$smb_port" scripts/smbd.sh down || true; rm -rf "$smb_base"; }
+trap stop_smbd EXIT
+if ! BASE="$smb_base" PORT="$smb_port" scripts/smbd.sh up; then
+  echo "test.sh: the loopback smbd did not start; see $smb_base/log" >&2
+  exit 1
+fi
+export BROWSERDROP_TEST_SMB_PORT="$smb_port" BROWSERDROP_TEST_SMB_BASE="$smb_base"
+
+passed=0
+failed=0
+phase() {
+  local name=$1
+  shift
+  echo "=== $name"
+  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "=== $name FAILED"; fi
+}
+
+phase "swift test" timeout 1200 swift test --skip-build
+phase "browser tests" env BROWSERDROP_TEST_HOST="$bin/BrowserDropTestHost" SE_OFFLINE=true SE_AVOID_STATS=true \
+  timeout 600 .venv/bin/python -m pytest -q -p no:cacheprovider Tests/Browser
+
+echo "phases: $passed passed, $failed failed"
+[[ $failed -eq 0 ]]
