@@ -4,7 +4,8 @@
 #   Benchmarks/forwarding.sh            1 GiB, medians of 3 (root: starts its own loopback smbd)
 #   SIZE_MIB=256 RUNS=5 Benchmarks/forwarding.sh
 #
-# SMB: Forwarder → smb://127.0.0.1:PORT/guest vs `smbclient put`, and to the password share.
+# SMB: Forwarder → smb://127.0.0.1:PORT/guest vs `smbclient put` to guest, and the same pair for
+# the password share (signed sessions).
 # Local: Forwarder → a folder on the same disk vs `cp`, and vs `cp` + `sync FILE` (the forwarder
 # fsyncs every file and folder before it removes the source; cp does not).
 # The source file stays in the page cache (hard-linked into a fresh folder for every run, since a
@@ -54,12 +55,14 @@ ours() {  # destination → seconds, and records peak RSS
 # Flushes earlier runs' dirty pages first, so no run pays for another's writeback.
 timed() { local t0 t1; sync; t0=$(now); "$@" >/dev/null; t1=$(now); echo "$t1 - $t0" | bc; }
 
-declare -a smbclient_t fwd_guest_t fwd_private_t cp_t cpsync_t fwd_local_t
+declare -a smbclient_t smbclient_p_t fwd_guest_t fwd_private_t cp_t cpsync_t fwd_local_t
 for run in $(seq "$RUNS"); do
   rm -rf "${guest:?}"/* "${private:?}"/* "$work/local"
   smbclient_t+=("$(timed smbclient //127.0.0.1/guest -p "$port" -N -s "$smb_base/smb.conf" \
     -c "put $master sc.bin")")
   fwd_guest_t+=("$(ours "smb://127.0.0.1:$port/guest/fwd")")
+  smbclient_p_t+=("$(timed smbclient //127.0.0.1/private -p "$port" -U 'dropper%s3cret' \
+    -s "$smb_base/smb.conf" -c "put $master sc.bin")")
   fwd_private_t+=("$(ours "smb://dropper@127.0.0.1:$port/private/fwd")")
   cmp -s "$master" "$guest/fwd/big.bin" && cmp -s "$master" "$private/fwd/big.bin" || {
     echo "forwarded file differs" >&2
@@ -72,12 +75,13 @@ for run in $(seq "$RUNS"); do
   fwd_local_t+=("$(ours "$work/local/fwd")")
   cmp -s "$master" "$work/local/fwd/big.bin" || { echo "local copy differs" >&2; exit 1; }
   echo "run $run: smbclient ${smbclient_t[-1]}s fwd-guest ${fwd_guest_t[-1]}s" \
-    "fwd-private ${fwd_private_t[-1]}s | cp ${cp_t[-1]}s cp+sync ${cpsync_t[-1]}s" \
+    "smbclient-private ${smbclient_p_t[-1]}s fwd-private ${fwd_private_t[-1]}s | cp ${cp_t[-1]}s cp+sync ${cpsync_t[-1]}s" \
     "fwd-local ${fwd_local_t[-1]}s"
 done
 
 m_sc=$(median "${smbclient_t[@]}")
 m_g=$(median "${fwd_guest_t[@]}")
+m_scp=$(median "${smbclient_p_t[@]}")
 m_p=$(median "${fwd_private_t[@]}")
 m_cp=$(median "${cp_t[@]}")
 m_cs=$(median "${cpsync_t[@]}")
@@ -85,9 +89,10 @@ m_l=$(median "${fwd_local_t[@]}")
 rate() { echo "scale=0; $SIZE_MIB / $1" | bc; }
 ratio() { echo "scale=2; $1 / $2" | bc; }
 echo "medians of $RUNS, $SIZE_MIB MiB:"
-echo "  smbclient put        ${m_sc}s  $(rate "$m_sc") MiB/s"
+echo "  smbclient put guest  ${m_sc}s  $(rate "$m_sc") MiB/s"
+echo "  smbclient put priv.  ${m_scp}s  $(rate "$m_scp") MiB/s"
 echo "  forwarder → guest    ${m_g}s  $(rate "$m_g") MiB/s  ratio $(ratio "$m_sc" "$m_g")× smbclient"
-echo "  forwarder → private  ${m_p}s  $(rate "$m_p") MiB/s  ratio $(ratio "$m_sc" "$m_p")× smbclient"
+echo "  forwarder → private  ${m_p}s  $(rate "$m_p") MiB/s  ratio $(ratio "$m_scp" "$m_p")× smbclient"
 echo "  cp                   ${m_cp}s  $(rate "$m_cp") MiB/s"
 echo "  cp + sync            ${m_cs}s  $(rate "$m_cs") MiB/s"
 echo "  forwarder → local    ${m_l}s  $(rate "$m_l") MiB/s  ratio $(ratio "$m_cp" "$m_l")× cp," \

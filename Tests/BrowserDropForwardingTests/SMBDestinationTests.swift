@@ -139,4 +139,33 @@ struct SMBDestinationTests {
       ])
     #expect(report.resumedFiles == 1)
   }
+
+  @Test func requiredEncryptionOverSMB3() async throws {
+    let server = try TestSMBServer.fromEnvironment()
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let source = try scratch.folder("drop", ["secret.txt": Data("sealed".utf8)])
+    let folder = uniqueName("sealed")
+    let destination = try server.destination(
+      "private", folder, credentials: Credentials(username: "dropper", password: "s3cret"),
+      options: SMBOptions(minimumProtocol: .smb3, encryption: .required, timeout: .seconds(10)))
+    _ = try await Forwarder().forward(folder: source, to: destination)
+    let arrived = server.directory("private").appendingPathComponent(folder)
+    #expect(try contents(of: arrived) == ["secret.txt": Data("sealed".utf8)])
+  }
+
+  @Test func cancelledDeliveryResumesExactlyOnce() async throws {
+    let server = try TestSMBServer.fromEnvironment()
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let source = try scratch.folder("drop", sampleTree, emptyFolders: ["Leer"])
+    let folder = uniqueName("cancel")
+    let destination = try server.destination("guest", folder)
+    await forwardCancelled(after: 2, folder: source, to: destination)
+    let arrived = server.directory("guest").appendingPathComponent(folder)
+    #expect(try contents(of: arrived).values.compactMap { $0 }.count == 2)
+    let report = try await Forwarder().forward(folder: source, to: destination)
+    #expect(try contents(of: arrived) == expectedSample())
+    #expect(report.resumedFiles == 2)
+  }
 }

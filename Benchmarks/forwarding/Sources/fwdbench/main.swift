@@ -30,6 +30,7 @@ do {
 let elapsed = ContinuousClock.now - started
 let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
 let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
-let peak = status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") }?
+let peak =
+  status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") }?
   .split(separator: " ").dropFirst().first ?? "?"
 print("seconds=\(String(format: "%.3f", seconds)) peak_rss_kib=\(peak)")
