@@ -49,8 +49,10 @@ struct FaultTests {
       }
       let failure = events.last { if case .uploadFailed = $0 { true } else { false } }
       #expect(
-        failure == .uploadFailed(Upload(id: UInt64(2 * trial + 1), relativePath: path, size: size),
-          .connectionLost), "trial \(trial), seed \(seed), size \(size), offset \(offset)")
+        failure
+          == .uploadFailed(
+            Upload(id: UInt64(2 * trial + 1), relativePath: path, size: size),
+            .connectionLost), "trial \(trial), seed \(seed), size \(size), offset \(offset)")
       #expect(session.incomingEntries().isEmpty, "trial \(trial): a partial file is left")
       #expect(!(await session.server.receivedFiles.contains { $0.relativePath == path }))
       #expect(session.stagedFiles()[path] == nil, "trial \(trial): listed before complete")
@@ -142,7 +144,9 @@ struct FaultTests {
         Requests.uploadHead(port: session.port, encodedPath: "late/second.bin", length: size))
       try await client.send(Array(body[..<(4 << 20)]))
       try await session.log.wait {
-        $0.contains { if case .uploadStarted(let u) = $0 { u.relativePath == "late/second.bin" } else { false } }
+        $0.contains {
+          if case .uploadStarted(let u) = $0 { u.relativePath == "late/second.bin" } else { false }
+        }
       }
       let filler = volume.mountPoint.path + "/filler"
       let fd = open(filler, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
@@ -157,7 +161,10 @@ struct FaultTests {
       let events = try await session.log.wait {
         $0.contains { if case .uploadFailed = $0 { true } else { false } }
       }
-      #expect(events.contains { if case .uploadFailed(_, .insufficientStorage) = $0 { true } else { false } })
+      #expect(
+        events.contains {
+          if case .uploadFailed(_, .insufficientStorage) = $0 { true } else { false }
+        })
       #expect(session.incomingEntries().isEmpty, "the partial file was not removed")
       #expect(session.stagedFiles() == ["kept/first.bin": kept])
       #expect(await session.server.receivedFiles.map(\.relativePath) == ["kept/first.bin"])
