@@ -374,9 +374,8 @@ struct HostileRequestTests {
     await session.stop()
   }
 
-  /// The partial file is opened with `O_CREAT | O_TRUNC` and no `O_NOFOLLOW`/`O_EXCL`
-  /// (Server/Connection.swift), so a link planted under the next partial name in the incoming
-  /// folder is written through, truncating its target. Reported to the lead; see TESTING.md.
+  /// A link planted under the next partial name in the incoming folder is replaced, never
+  /// written through (the partial file is created with `O_EXCL | O_NOFOLLOW`).
   @Test func aSymlinkPlantedAsThePartialFileIsNeverFollowed() async throws {
     let layout = try Layout()
     defer { layout.remove() }
@@ -393,12 +392,10 @@ struct HostileRequestTests {
       withDestinationPath: victim.path)
     _ = try await session.upload("p.txt", Array("OVERWRITTEN".utf8))
     let victimText = try String(contentsOf: victim, encoding: .utf8)
-    withKnownIssue("Connection opens the partial file without O_NOFOLLOW | O_EXCL") {
-      #expect(victimText == "KEEP")
-      var info = stat()
-      #expect(
-        lstat(session.server.sessionFolder.path + "/p.txt", &info) != 0
-          || (info.st_mode & S_IFMT) == S_IFREG)
-    }
+    #expect(victimText == "KEEP")
+    var info = stat()
+    #expect(lstat(session.server.sessionFolder.path + "/p.txt", &info) == 0)
+    #expect((info.st_mode & S_IFMT) == S_IFREG)
+    #expect(session.stagedFiles() == ["p.txt": Array("OVERWRITTEN".utf8)])
   }
 }

@@ -100,12 +100,22 @@ struct Connection {
       throw Refusal(.tooLarge, "The file is \(size) bytes; the largest accepted is \(maximum).")
     }
     guard let server = services.server else { return }
-    let stagingPath = services.staging.session.path
-    let freeBytes = await BlockingPool.shared.run { () -> Int? in
-      var free: UInt64 = 0
-      return cbd_free_bytes(stagingPath, &free) == 0 ? Int(clamping: free) : nil
+    var admission = await server.admit(path, size: size, freeBytes: nil)
+    if case .measureFreeSpace = admission {
+      let stagingPath = services.staging.session.path
+      let freeBytes = await BlockingPool.shared.run { () -> Int in
+        var free: UInt64 = 0
+        // An unreadable volume counts as full: better a 507 than a write that fails.
+        return cbd_free_bytes(stagingPath, &free) == 0 ? Int(clamping: free) : 0
+      }
+      admission = await server.admit(path, size: size, freeBytes: freeBytes)
     }
-    let ticket = try await server.admit(path, size: size, freeBytes: freeBytes).get()
+    let ticket: UploadTicket
+    switch admission {
+    case .accepted(let accepted): ticket = accepted
+    case .refused(let refusal): throw refusal
+    case .measureFreeSpace: throw Refusal(.insufficientStorage)
+    }
     let outcome = await receiveBody(
       of: ticket, expectsContinue: head.expectsContinue, leftover: leftover)
     switch outcome {
@@ -137,7 +147,7 @@ struct Connection {
     } catch {
       return .failure(BodyFailure(reason: .connectionLost))
     }
-    let fd = open(ticket.partialPath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+    let fd = Self.createPartial(ticket.partialPath)
     guard fd >= 0 else {
       let reason = String(cString: strerror(errno))
       return .failure(
@@ -221,6 +231,17 @@ struct Connection {
         Response.refusal(refusal), deadline: ContinuousClock.now + idleTimeout)
       return .success([])
     }
+  }
+
+  /// Creates the partial file, never through anything already at its name: a link planted there
+  /// is removed (`unlink` does not follow it) and the name created afresh, exclusively.
+  private static func createPartial(_ path: String) -> Int32 {
+    let flags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC
+    var fd = open(path, flags, 0o644)
+    if fd < 0, errno == EEXIST, unlink(path) == 0 {
+      fd = open(path, flags, 0o644)
+    }
+    return fd
   }
 
   private static func syncFolders(_ folders: [String]) {
