@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import Testing
 
 @testable import BrowserDrop
@@ -162,5 +163,44 @@ struct SessionLifecycleTests {
         })
       #expect(address.url.port == nil)
     }
+  }
+}
+
+@Suite("A lost listener")
+struct InterruptedTests {
+  /// The descriptor of this process's socket listening on 127.0.0.1:`port`, found the way `ss`
+  /// does: the socket's inode from /proc/net/tcp, then the descriptor linking to it.
+  static func listeningDescriptor(port: Int) throws -> Int32? {
+    let table = try String(contentsOfFile: "/proc/net/tcp", encoding: .utf8)
+    let local = String(format: "0100007F:%04X", port)
+    var inode: Substring?
+    for line in table.split(separator: "\n") {
+      let columns = line.split(separator: " ")
+      if columns.count > 9, columns[1] == local, columns[3] == "0A" { inode = columns[9] }
+    }
+    guard let inode else { return nil }
+    let target = "socket:[\(inode)]"
+    for name in try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd") {
+      if (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + name))
+        == target
+      {
+        return Int32(name)
+      }
+    }
+    return nil
+  }
+
+  @Test func aListenerTornDownUnderTheServerIsReportedAndResumable() async throws {
+    let session = try await TestSession.start()
+    defer { Task { await session.stop() } }
+    #expect(try await session.upload("before.txt", [1]).status == 201)
+    let fd = try #require(try Self.listeningDescriptor(port: session.port))
+    // What the kernel does to a listener whose interface or namespace goes away.
+    #expect(shutdown(fd, Int32(SHUT_RDWR)) == 0)
+    try await session.log.wait { $0.contains(.interrupted) }
+    let addresses = try await session.server.resume()
+    #expect(addresses.first?.port == session.port)
+    #expect(try await session.upload("after.txt", [2]).status == 201)
+    #expect(session.stagedFiles().keys.sorted() == ["after.txt", "before.txt"])
   }
 }
