@@ -171,7 +171,10 @@ struct InterruptedTests {
   /// The descriptor of this process's socket listening on 127.0.0.1:`port`, found the way `ss`
   /// does: the socket's inode from /proc/net/tcp, then the descriptor linking to it.
   static func listeningDescriptor(port: Int) throws -> Int32? {
-    let table = try String(contentsOfFile: "/proc/net/tcp", encoding: .utf8)
+    // Read to the end: procfs files report no size, and the table is longer than a page when
+    // other tests hold many sockets.
+    let handle = try #require(FileHandle(forReadingAtPath: "/proc/net/tcp"))
+    let table = String(decoding: try handle.readToEnd() ?? Data(), as: UTF8.self)
     let local = String(format: "0100007F:%04X", port)
     var inode: Substring?
     for line in table.split(separator: "\n") {
@@ -202,5 +205,33 @@ struct InterruptedTests {
     #expect(addresses.first?.port == session.port)
     #expect(try await session.upload("after.txt", [2]).status == 201)
     #expect(session.stagedFiles().keys.sorted() == ["after.txt", "before.txt"])
+  }
+}
+
+@Suite("The shared default staging root")
+struct SharedStagingRootTests {
+  @Test func aFreshRootIsPrivateAndAPlantedOneIsRefused() throws {
+    let base = FileManager.default.temporaryDirectory.appending(
+      path: "bd-root-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: base, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: base) }
+
+    let fresh = base.appending(path: "fresh").path
+    try StagingFolder.claimSharedRoot(fresh)
+    var info = stat()
+    #expect(lstat(fresh, &info) == 0 && info.st_mode & 0o777 == 0o700)
+    try StagingFolder.claimSharedRoot(fresh)  // ours, private: accepted again
+
+    let link = base.appending(path: "link").path
+    try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: fresh)
+    #expect(throws: BrowserDropError.self) { try StagingFolder.claimSharedRoot(link) }
+
+    let open = base.appending(path: "open").path
+    #expect(mkdir(open, 0o777) == 0 && chmod(open, 0o777) == 0)
+    #expect(throws: BrowserDropError.self) { try StagingFolder.claimSharedRoot(open) }
+
+    let file = base.appending(path: "file").path
+    FileManager.default.createFile(atPath: file, contents: Data())
+    #expect(throws: BrowserDropError.self) { try StagingFolder.claimSharedRoot(file) }
   }
 }
