@@ -34,6 +34,7 @@ phase() {
 }
 
 phase "swift test" timeout 1200 swift test --skip-build
+phase "fuzz" scripts/fuzz.sh 60
 phase "browser tests" env BROWSERDROP_TEST_HOST="$bin/BrowserDropTestHost" SE_OFFLINE=true SE_AVOID_STATS=true \
   timeout 600 .venv/bin/python -m pytest -q -p no:cacheprovider Tests/Browser
 

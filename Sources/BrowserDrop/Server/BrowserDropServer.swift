@@ -152,8 +152,10 @@ public actor BrowserDropServer {
   /// Returns the files removed.
   @discardableResult
   public func removeReceivedItem(at relativePath: String) async -> [ReceivedFile] {
-    let trimmed = relativePath.split(separator: "/").joined(separator: "/")
-    let removed = index.remove(trimmed.precomposedStringWithCanonicalMapping)
+    // Split on the "/" scalar, as upload paths are: a combining mark must not hide a separator.
+    let segments = relativePath.precomposedStringWithCanonicalMapping.unicodeScalars
+      .split(separator: "/").map { String(String.UnicodeScalarView($0)) }
+    let removed = index.remove(segments.joined(separator: "/"))
     let staging = self.staging
     let paths = removed.map(\.relativePath)
     await BlockingPool.shared.run { for path in paths { staging.remove(relativePath: path) } }

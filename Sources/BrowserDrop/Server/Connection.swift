@@ -200,7 +200,9 @@ struct Connection {
     let finishing = await BlockingPool.shared.run {
       () -> Result<ContentInspector.Finding, SystemError> in
       defer { close(fd) }
-      if durable, fsync(fd) != 0 { return .failure(SystemError(call: "fsync", code: errno)) }
+      if durable, fdatasync(fd) != 0 {
+        return .failure(SystemError(call: "fdatasync", code: errno))
+      }
       return .success(inspector.inspect(fd: fd, fileExtension: fileExtension))
     }
     let finding: ContentInspector.Finding
@@ -221,7 +223,11 @@ struct Connection {
     switch await server.store(ticket, mimeType: finding.mimeType, kind: finding.kind) {
     case .success(let (_, changedFolders)):
       if durable {
-        await BlockingPool.shared.run { Self.syncFolders(changedFolders) }
+        guard await services.folderSync.flush(changedFolders) else {
+          return .success(
+            Response.refusal(
+              Refusal(.writeFailed, "The disk reported an error while the file was made durable.")))
+        }
       }
       return .success(Response.created(path: ticket.path.value))
     case .failure(let refusal):
@@ -242,15 +248,6 @@ struct Connection {
       fd = open(path, flags, 0o644)
     }
     return fd
-  }
-
-  private static func syncFolders(_ folders: [String]) {
-    for folder in Set(folders) {
-      let fd = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-      guard fd >= 0 else { continue }
-      fsync(fd)
-      close(fd)
-    }
   }
 
   /// Sends a refusal, then closes without resetting the connection under the response.

@@ -41,7 +41,8 @@ final class BlockingPool: @unchecked Sendable {
     return try result.get()
   }
 
-  private func submit(_ job: @escaping @Sendable () -> Void) {
+  /// Runs `job` on one of the pool's threads, without waiting for it.
+  func submit(_ job: @escaping @Sendable () -> Void) {
     condition.lock()
     jobs.append(job)
     condition.signal()
