@@ -56,8 +56,9 @@ ours() {  # destination → seconds, and records peak RSS
 timed() { local t0 t1; sync; t0=$(now); "$@" >/dev/null; t1=$(now); echo "$t1 - $t0" | bc; }
 
 declare -a smbclient_t smbclient_p_t fwd_guest_t fwd_private_t cp_t cpsync_t fwd_local_t
+# SMB first, then local, so neither phase pays for the other's writeback or discards.
 for run in $(seq "$RUNS"); do
-  rm -rf "${guest:?}"/* "${private:?}"/* "$work/local"
+  rm -rf "${guest:?}"/* "${private:?}"/*
   smbclient_t+=("$(timed smbclient //127.0.0.1/guest -p "$port" -N -s "$smb_base/smb.conf" \
     -c "put $master sc.bin")")
   fwd_guest_t+=("$(ours "smb://127.0.0.1:$port/guest/fwd")")
@@ -68,15 +69,21 @@ for run in $(seq "$RUNS"); do
     echo "forwarded file differs" >&2
     exit 1
   }
+  echo "smb run $run: smbclient-guest ${smbclient_t[-1]}s fwd-guest ${fwd_guest_t[-1]}s" \
+    "smbclient-private ${smbclient_p_t[-1]}s fwd-private ${fwd_private_t[-1]}s"
+done
+rm -rf "${guest:?}"/* "${private:?}"/*
+for run in $(seq "$RUNS"); do
+  rm -rf "$work/local"
   mkdir -p "$work/local"
   cp_t+=("$(timed cp "$master" "$work/local/cp.bin")")
-  rm -f "$work/local/cp.bin"
-  cpsync_t+=("$(timed sh -c "cp '$master' '$work/local/cp.bin' && sync '$work/local/cp.bin'")")
+  cpsync_t+=("$(timed sh -c "cp '$master' '$work/local/cps.bin' && sync '$work/local/cps.bin'")")
   fwd_local_t+=("$(ours "$work/local/fwd")")
-  cmp -s "$master" "$work/local/fwd/big.bin" || { echo "local copy differs" >&2; exit 1; }
-  echo "run $run: smbclient ${smbclient_t[-1]}s fwd-guest ${fwd_guest_t[-1]}s" \
-    "smbclient-private ${smbclient_p_t[-1]}s fwd-private ${fwd_private_t[-1]}s | cp ${cp_t[-1]}s cp+sync ${cpsync_t[-1]}s" \
-    "fwd-local ${fwd_local_t[-1]}s"
+  cmp -s "$master" "$work/local/fwd/big.bin" || {
+    echo "local copy differs" >&2
+    exit 1
+  }
+  echo "local run $run: cp ${cp_t[-1]}s cp+sync ${cpsync_t[-1]}s fwd-local ${fwd_local_t[-1]}s"
 done
 
 m_sc=$(median "${smbclient_t[@]}")

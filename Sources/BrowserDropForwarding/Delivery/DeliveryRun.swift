@@ -127,7 +127,8 @@ struct DeliveryRun {
           if policy == .fail {
             throw ForwardFailure(kind: .nameTaken, place: fileSystem.place, item: joined(candidate))
           }
-          replacing = policy == .replace
+          // Only the name itself is replaced; a numbered name after a kind conflict is never.
+          replacing = policy == .replace && number == 1
         case nil: break
         }
       }
