@@ -4,7 +4,7 @@
 //
 //   BrowserDropTestHost --staging DIR [--allow mp3,txt] [--max-file-size N] [--reserved-free-space N]
 //       [--max-concurrent N] [--title T] [--language L] [--accent #RRGGBB] [--strings FILE.json]
-//       [--no-durability] [--no-sniffing] [--bind ADDRESS|all]
+//       [--no-durability] [--no-sniffing] [--bind ADDRESS|all] [--port N]
 //
 // Output: {"event":"listening","url":"http://127.0.0.1:PORT/","port":PORT} first, then
 // uploadStarted / uploadFinished / uploadFailed / addressesChanged / interrupted lines, and the
@@ -75,6 +75,7 @@ while let flag = arguments.popFirst() {
     configuration.pageSettings.strings = strings
   case "--no-durability": configuration.durability = false
   case "--no-sniffing": configuration.contentPolicy = .off
+  case "--port": configuration.port = integer(after: flag)
   case "--bind":
     let address = value(after: flag)
     configuration.bindAddress = address == "all" ? nil : address
