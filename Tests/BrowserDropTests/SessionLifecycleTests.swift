@@ -235,3 +235,27 @@ struct SharedStagingRootTests {
     #expect(throws: BrowserDropError.self) { try StagingFolder.claimSharedRoot(file) }
   }
 }
+
+@Suite("Port 80 falls back to 8080")
+struct PortFallbackTests {
+  @Test func port80TakenOrForbiddenFallsBackTo8080() async throws {
+    // Hold 127.0.0.1:80 when allowed (root); otherwise binding 80 is forbidden anyway.
+    let holder = try? Listener.open(address: "127.0.0.1", port: 80, fallback: false)
+    defer { holder?.close() }
+    let root = FileManager.default.temporaryDirectory.appending(
+      path: "bd-port-\(UUID().uuidString)")
+    defer { try? FileManager.default.removeItem(at: root) }
+    var configuration = BrowserDropServer.Configuration(port: 80, bindAddress: "127.0.0.1")
+    configuration.stagingRoot = root
+    let server = BrowserDropServer(configuration: configuration)
+    do {
+      let addresses = try await server.start()
+      #expect(addresses.first?.port == 8080)
+      #expect(addresses.first?.url.absoluteString == "http://127.0.0.1:8080/")
+      await server.cancel()
+    } catch BrowserDropError.portUnavailable(let port, _) {
+      // Something else on this machine holds 8080 too: the error must name the fallback port.
+      #expect(port == 8080)
+    }
+  }
+}
