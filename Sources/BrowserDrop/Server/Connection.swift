@@ -11,7 +11,10 @@ struct Connection {
 
   private var idleTimeout: Duration { services.configuration.idleTimeout }
 
+  /// Serves the one request and closes the socket on every path before returning, so the
+  /// connection count the listener keeps never lags behind the descriptors actually open.
   func run() async {
+    defer { socket.close() }
     let buffer = UnsafeMutableRawBufferPointer.allocate(
       byteCount: Self.headBufferSize, alignment: 16)
     defer { buffer.deallocate() }
@@ -24,7 +27,6 @@ struct Connection {
     } catch {
       // Timed out, cancelled or reset: close without a response.
     }
-    socket.close()
   }
 
   /// Reads until the blank line ending the head. `nil` when the peer closed first.
