@@ -198,15 +198,17 @@ struct Connection {
     let inspector = services.contentInspector
     let partial = ticket.partialPath
     let fileExtension = ticket.path.fileExtension
-    fileOpen = false
-    let finishing = await BlockingPool.shared.run {
-      () -> Result<ContentInspector.Finding, SystemError> in
+    let finish = { @Sendable () -> Result<ContentInspector.Finding, SystemError> in
       defer { close(fd) }
       if durable, fdatasync(fd) != 0 {
         return .failure(SystemError(call: "fdatasync", code: errno))
       }
       return .success(inspector.inspect(fd: fd, fileExtension: fileExtension))
     }
+    fileOpen = false
+    // Nothing to flush or sniff: closing is all that is left, and it does not block.
+    let finishing =
+      durable || inspector.sniffs ? await BlockingPool.shared.run(finish) : finish()
     let finding: ContentInspector.Finding
     switch finishing {
     case .success(let value): finding = value
