@@ -109,6 +109,7 @@ up() {
     exit 1
   fi
   mkdir -p "$BASE"/{lock,state,cache,private,pid,ncalrpc,log}
+  chmod o+x "$BASE"  # smbd serves guests as nobody, who must reach the shares
   mkdir -p "$BASE"/shares/{guest,private,tiny,ro}
   id dropper >/dev/null 2>&1 || useradd -M -d /nonexistent -s /usr/sbin/nologin dropper
   chmod 0777 "$BASE/shares/guest" "$BASE/shares/ro"

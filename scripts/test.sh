@@ -14,6 +14,7 @@ mkdir -p artifacts
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 smb_base=$(mktemp -d /tmp/browserdrop-smbd.XXXXXX)
+chmod 0755 "$smb_base"  # smbd serves guests as nobody, who must be able to reach the shares
 smb_port=$(free_port)
 stop_smbd() { BASE="$smb_base" PORT="$smb_port" scripts/smbd.sh down || true; rm -rf "$smb_base"; }
 trap stop_smbd EXIT
@@ -33,6 +34,7 @@ phase() {
 }
 
 phase "swift test" timeout 1200 swift test --skip-build
+phase "fuzz" scripts/fuzz.sh 60
 phase "browser tests" env BROWSERDROP_TEST_HOST="$bin/BrowserDropTestHost" SE_OFFLINE=true SE_AVOID_STATS=true \
   timeout 600 .venv/bin/python -m pytest -q -p no:cacheprovider Tests/Browser
 

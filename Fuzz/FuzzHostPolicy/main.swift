@@ -47,7 +47,10 @@ private func checkPrivate(_ host: String) {
   let (name, port) = splitHostPort(host)
   if let port { check(!port.isEmpty && port.count <= 5 && Int(port)! <= 65535, "port") }
   if name.hasPrefix("[") {
-    check(name.hasSuffix("]") && name.dropFirst().dropLast().allSatisfy { $0.isHexDigit || $0 == ":" || $0 == "." }, "IPv6 literal")
+    check(
+      name.hasSuffix("]")
+        && name.dropFirst().dropLast().allSatisfy { $0.isHexDigit || $0 == ":" || $0 == "." },
+      "IPv6 literal")
     return
   }
   let lower = name.lowercased()

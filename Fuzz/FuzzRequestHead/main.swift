@@ -57,8 +57,9 @@ private func checkConsistent(_ head: RequestHead, _ bytes: UnsafeRawBufferPointe
   check(!head.method.isEmpty && head.method.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F }, "method")
   check(!head.target.isEmpty && head.target.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F }, "target")
   let requestLine = String(decoding: lines[0], as: UTF8.self)
-  check(requestLine == head.method + " " + head.target + " HTTP/1.1"
-    || requestLine == head.method + " " + head.target + " HTTP/1.0", "request line")
+  check(
+    requestLine == head.method + " " + head.target + " HTTP/1.1"
+      || requestLine == head.method + " " + head.target + " HTTP/1.0", "request line")
   check(lines.last!.isEmpty, "last line empty")
   var hosts: [String] = []
   var lengths: [String] = []

@@ -22,7 +22,10 @@ public func fuzzUploadPath(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
   var escaped = ""
   for (index, byte) in bytes.enumerated() {
     let digits = index & 1 == 0 ? 0 : 16  // both cases of hex digits
-    escaped += "%" + String(decoding: [hex[digits + Int(byte >> 4)], hex[digits + Int(byte & 15)]], as: UTF8.self)
+    escaped +=
+      "%"
+      + String(
+        decoding: [hex[digits + Int(byte >> 4)], hex[digits + Int(byte & 15)]], as: UTF8.self)
   }
   let decoded = PercentDecoding.decode(Substring(escaped))
   if let valid = String(validating: bytes, as: UTF8.self) {

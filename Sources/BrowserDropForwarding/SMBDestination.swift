@@ -21,7 +21,9 @@ public struct SMBDestination: Destination {
   ///
   /// - Throws: ``ForwardFailure`` of kind ``ForwardFailure/Kind/invalidDestination`` when `url`
   ///   is not an `smb://host/share` address.
-  public init(url: URL, credentials: Credentials? = nil, options: SMBOptions = SMBOptions())
+  public init(
+    url: URL, credentials: Credentials? = nil, options: SMBOptions = SMBOptions()
+  )
     throws(ForwardFailure)
   {
     let text = url.absoluteString
@@ -47,7 +49,9 @@ public struct SMBDestination: Destination {
   /// Parses an `smb://` address given as text.
   ///
   /// - Throws: ``ForwardFailure`` of kind ``ForwardFailure/Kind/invalidDestination``.
-  public init(_ address: String, credentials: Credentials? = nil, options: SMBOptions = SMBOptions())
+  public init(
+    _ address: String, credentials: Credentials? = nil, options: SMBOptions = SMBOptions()
+  )
     throws(ForwardFailure)
   {
     guard let url = URL(string: address) else {

@@ -3,15 +3,15 @@ public struct SMBOptions: Sendable, Equatable {
   /// An SMB dialect, as libsmbclient names them.
   public enum ProtocolVersion: String, Sendable, Equatable, CaseIterable {
     /// SMB 2.0.2.
-    case smb2_02 = "SMB2_02"
+    case smb2 = "SMB2_02"
     /// SMB 2.1.
-    case smb2_10 = "SMB2_10"
+    case smb21 = "SMB2_10"
     /// SMB 3.0.
-    case smb3_00 = "SMB3_00"
+    case smb3 = "SMB3_00"
     /// SMB 3.0.2.
-    case smb3_02 = "SMB3_02"
+    case smb302 = "SMB3_02"
     /// SMB 3.1.1.
-    case smb3_11 = "SMB3_11"
+    case smb311 = "SMB3_11"
   }
 
   /// Whether traffic must be encrypted.
@@ -36,7 +36,7 @@ public struct SMBOptions: Sendable, Equatable {
 
   /// Settings with SMB2–SMB3, no encryption requirement and a 20 s timeout by default.
   public init(
-    minimumProtocol: ProtocolVersion = .smb2_02, maximumProtocol: ProtocolVersion = .smb3_11,
+    minimumProtocol: ProtocolVersion = .smb2, maximumProtocol: ProtocolVersion = .smb311,
     encryption: Encryption = .off, timeout: Duration = .seconds(20)
   ) {
     self.minimumProtocol = minimumProtocol

@@ -50,7 +50,8 @@ func contents(of folder: URL) throws -> [String: Data?] {
     let path = base + "/" + relative
     var isDirectory: ObjCBool = false
     _ = FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory)
-    result[relative] = isDirectory.boolValue ? Data?.none : FileManager.default.contents(atPath: path)
+    result[relative] =
+      isDirectory.boolValue ? Data?.none : FileManager.default.contents(atPath: path)
   }
   return result
 }

@@ -25,7 +25,9 @@ struct LocalDestinationTests {
     let target = scratch.root.appendingPathComponent("inbox")
     var last: ForwardProgress?
     var report: ForwardReport?
-    for try await event in Forwarder().deliver(folder: source, to: LocalDestination(directory: target)) {
+    for try await event in Forwarder().deliver(
+      folder: source, to: LocalDestination(directory: target))
+    {
       switch event {
       case .progress(let progress): last = progress
       case .finished(let finished): report = finished
@@ -48,9 +50,13 @@ struct LocalDestinationTests {
         "Fotos/2024/a b#c.png": Data("old png".utf8), "Leer": Data("a file".utf8),
       ], into: target)
     let source = try scratch.folder(
-      "drop", ["report.pdf": Data("new".utf8), "Fotos/2024/a b#c.png": Data("new png".utf8),
-               "Leer/inside.txt": Data("in".utf8)])
-    let report = try await Forwarder().forward(folder: source, to: LocalDestination(directory: target))
+      "drop",
+      [
+        "report.pdf": Data("new".utf8), "Fotos/2024/a b#c.png": Data("new png".utf8),
+        "Leer/inside.txt": Data("in".utf8),
+      ])
+    let report = try await Forwarder().forward(
+      folder: source, to: LocalDestination(directory: target))
     let found = try contents(of: target)
     #expect(found["report.pdf"] == Data("old".utf8))
     #expect(found["report 2.pdf"] == Data("old2".utf8))
@@ -74,7 +80,8 @@ struct LocalDestinationTests {
     let source = try scratch.folder("drop", ["report.pdf": Data("new".utf8)])
     let report = try await Forwarder().forward(
       folder: source, to: LocalDestination(directory: target), policy: .replace)
-    #expect(try contents(of: target) == ["report.pdf": Data("new".utf8), "keep.txt": Data("keep".utf8)])
+    #expect(
+      try contents(of: target) == ["report.pdf": Data("new".utf8), "keep.txt": Data("keep".utf8)])
     #expect(report.renames.isEmpty)
   }
 

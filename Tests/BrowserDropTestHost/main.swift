@@ -4,7 +4,7 @@
 //
 //   BrowserDropTestHost --staging DIR [--allow mp3,txt] [--max-file-size N] [--reserved-free-space N]
 //       [--max-concurrent N] [--title T] [--language L] [--accent #RRGGBB] [--strings FILE.json]
-//       [--no-durability]
+//       [--no-durability] [--no-sniffing] [--bind ADDRESS|all] [--port N]
 //
 // Output: {"event":"listening","url":"http://127.0.0.1:PORT/","port":PORT} first, then
 // uploadStarted / uploadFinished / uploadFailed / addressesChanged / interrupted lines, and the
@@ -74,6 +74,11 @@ while let flag = arguments.popFirst() {
     else { fail("--strings needs a JSON file holding an object of strings: \(path)") }
     configuration.pageSettings.strings = strings
   case "--no-durability": configuration.durability = false
+  case "--no-sniffing": configuration.contentPolicy = .off
+  case "--port": configuration.port = integer(after: flag)
+  case "--bind":
+    let address = value(after: flag)
+    configuration.bindAddress = address == "all" ? nil : address
   default: fail("unknown argument \(flag)")
   }
 }
@@ -98,6 +103,12 @@ func reasonCode(_ reason: FailureReason) -> String {
   }
 }
 
+func describe(_ addresses: [Address]) -> [[String: Any]] {
+  addresses.map {
+    ["url": $0.url.absoluteString, "kind": $0.kind.rawValue, "interface": $0.interface]
+  }
+}
+
 func listeningURL(_ addresses: [Address]) -> Address? {
   addresses.first { $0.host == "127.0.0.1" } ?? addresses.first
 }
@@ -111,7 +122,10 @@ do {
   fail("can't start: \(error)")
 }
 guard let address = listeningURL(addresses) else { fail("the server reported no address") }
-output.emit(["event": "listening", "url": address.url.absoluteString, "port": address.port])
+output.emit([
+  "event": "listening", "url": address.url.absoluteString, "port": address.port,
+  "addresses": describe(addresses),
+])
 
 let eventPrinter = Task {
   for await event in server.events {
@@ -128,7 +142,10 @@ let eventPrinter = Task {
         ["event": "uploadFailed", "reason": reasonCode(reason), "detail": reason.description]
           .merging(describe(upload)) { a, _ in a })
     case .addressesChanged(let addresses):
-      output.emit(["event": "addressesChanged", "urls": addresses.map(\.url.absoluteString)])
+      output.emit([
+        "event": "addressesChanged", "urls": addresses.map(\.url.absoluteString),
+        "addresses": describe(addresses),
+      ])
     case .interrupted:
       output.emit(["event": "interrupted"])
     }

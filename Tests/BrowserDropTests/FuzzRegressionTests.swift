@@ -70,3 +70,37 @@ struct ByteWiseChecksTests {
     #expect(String(decoding: response, as: UTF8.self).hasPrefix("HTTP/1.1 404"))
   }
 }
+
+/// FuzzUploadPath, 60 s run: segments were split on Characters, and `/` followed by a combining
+/// mark (or preceded by a prepend character such as U+0D4E) is not a `/` Character. That hid
+/// `..` and empty segments from the rules, and gave one file on disk two names in the index.
+@Suite("Fuzz regressions: slashes inside Characters")
+struct SlashInsideACharacterTests {
+  @Test(arguments: [
+    "a/\u{D4E}/../x.txt", "\u{D4E}/..", "a//\u{301}", "a/\u{D4E}//b", "a/\u{D4E}/./b",
+    "a/\u{D4E}/.hidden",
+  ])
+  func hiddenSegmentsAreStillRefused(path: String) {
+    #expect(throws: Refusal.self) { try UploadPath(validating: path) }
+  }
+
+  @Test func segmentsAreTheBytesBetweenSlashes() throws {
+    let path = try UploadPath(validating: "a/\u{301}b/c\u{D4E}/d.txt")
+    #expect(
+      path.segments.map { Array($0.utf8) } == [
+        Array("a".utf8), Array("\u{301}b".utf8), Array("c\u{D4E}".utf8), Array("d.txt".utf8),
+      ])
+    #expect(path.folders.count == 3)
+  }
+
+  @Test func oneFileOnDiskHasOneNameInTheSession() async throws {
+    let session = try await TestSession.start()
+    defer { Task { await session.stop() } }
+    #expect(try await session.upload("a/x.txt", Array("1".utf8)).status == 201)
+    let reply = try await session.upload(
+      encodedPath: "a%2F%E0%B5%8E%2F..%2Fx.txt", Array("2".utf8))
+    #expect(reply.status == 400 && reply.errorCode == "invalid_path")
+    #expect(await session.server.receivedFiles.count == 1)
+    #expect(session.stagedFiles() == ["a/x.txt": Array("1".utf8)])
+  }
+}

@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import Testing
 
 @testable import BrowserDrop
@@ -161,6 +162,100 @@ struct SessionLifecycleTests {
           address.interface.hasPrefix($0)
         })
       #expect(address.url.port == nil)
+    }
+  }
+}
+
+@Suite("A lost listener")
+struct InterruptedTests {
+  /// The descriptor of this process's socket listening on 127.0.0.1:`port`, found the way `ss`
+  /// does: the socket's inode from /proc/net/tcp, then the descriptor linking to it.
+  static func listeningDescriptor(port: Int) throws -> Int32? {
+    // Read to the end: procfs files report no size, and the table is longer than a page when
+    // other tests hold many sockets.
+    let handle = try #require(FileHandle(forReadingAtPath: "/proc/net/tcp"))
+    let table = String(decoding: try handle.readToEnd() ?? Data(), as: UTF8.self)
+    let local = String(format: "0100007F:%04X", port)
+    var inode: Substring?
+    for line in table.split(separator: "\n") {
+      let columns = line.split(separator: " ")
+      if columns.count > 9, columns[1] == local, columns[3] == "0A" { inode = columns[9] }
+    }
+    guard let inode else { return nil }
+    let target = "socket:[\(inode)]"
+    for name in try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd") {
+      if (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + name))
+        == target
+      {
+        return Int32(name)
+      }
+    }
+    return nil
+  }
+
+  @Test func aListenerTornDownUnderTheServerIsReportedAndResumable() async throws {
+    let session = try await TestSession.start()
+    defer { Task { await session.stop() } }
+    #expect(try await session.upload("before.txt", [1]).status == 201)
+    let fd = try #require(try Self.listeningDescriptor(port: session.port))
+    // What the kernel does to a listener whose interface or namespace goes away.
+    #expect(shutdown(fd, Int32(SHUT_RDWR)) == 0)
+    try await session.log.wait { $0.contains(.interrupted) }
+    let addresses = try await session.server.resume()
+    #expect(addresses.first?.port == session.port)
+    #expect(try await session.upload("after.txt", [2]).status == 201)
+    #expect(session.stagedFiles().keys.sorted() == ["after.txt", "before.txt"])
+  }
+}
+
+@Suite("The shared default staging root")
+struct SharedStagingRootTests {
+  @Test func aFreshRootIsPrivateAndAPlantedOneIsRefused() throws {
+    let base = FileManager.default.temporaryDirectory.appending(
+      path: "bd-root-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: base, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: base) }
+
+    let fresh = base.appending(path: "fresh").path
+    try StagingFolder.claimSharedRoot(fresh)
+    var info = stat()
+    #expect(lstat(fresh, &info) == 0 && info.st_mode & 0o777 == 0o700)
+    try StagingFolder.claimSharedRoot(fresh)  // ours, private: accepted again
+
+    let link = base.appending(path: "link").path
+    try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: fresh)
+    #expect(throws: BrowserDropError.self) { try StagingFolder.claimSharedRoot(link) }
+
+    let open = base.appending(path: "open").path
+    #expect(mkdir(open, 0o777) == 0 && chmod(open, 0o777) == 0)
+    #expect(throws: BrowserDropError.self) { try StagingFolder.claimSharedRoot(open) }
+
+    let file = base.appending(path: "file").path
+    FileManager.default.createFile(atPath: file, contents: Data())
+    #expect(throws: BrowserDropError.self) { try StagingFolder.claimSharedRoot(file) }
+  }
+}
+
+@Suite("Port 80 falls back to 8080")
+struct PortFallbackTests {
+  @Test func port80TakenOrForbiddenFallsBackTo8080() async throws {
+    // Hold 127.0.0.1:80 when allowed (root); otherwise binding 80 is forbidden anyway.
+    let holder = try? Listener.open(address: "127.0.0.1", port: 80, fallback: false)
+    defer { holder?.close() }
+    let root = FileManager.default.temporaryDirectory.appending(
+      path: "bd-port-\(UUID().uuidString)")
+    defer { try? FileManager.default.removeItem(at: root) }
+    var configuration = BrowserDropServer.Configuration(port: 80, bindAddress: "127.0.0.1")
+    configuration.stagingRoot = root
+    let server = BrowserDropServer(configuration: configuration)
+    do {
+      let addresses = try await server.start()
+      #expect(addresses.first?.port == 8080)
+      #expect(addresses.first?.url.absoluteString == "http://127.0.0.1:8080/")
+      await server.cancel()
+    } catch BrowserDropError.portUnavailable(let port, _) {
+      // Something else on this machine holds 8080 too: the error must name the fallback port.
+      #expect(port == 8080)
     }
   }
 }

@@ -45,8 +45,11 @@ final class Reactor: Sendable {
     wakeFD = cbd_eventfd()
     precondition(epollFD >= 0 && wakeFD >= 0, "epoll_create1/eventfd failed: errno \(errno)")
     _ = cbd_epoll_ctl(epollFD, EPOLL_CTL_ADD, wakeFD, UInt32(cbd_epollin()), Self.wakeToken)
-    let thread = Thread { [self] in self.run() }
-    thread.name = "browserdrop-epoll"
+    let thread = Thread { [self] in
+      // Foundation's Thread.name does not reach the kernel here; name it for ps, perf and gdb.
+      cbd_set_thread_name("bd-epoll")
+      self.run()
+    }
     thread.start()
   }
 

@@ -38,7 +38,8 @@ struct PageSource: Sendable {
     }
     var relative = String(decoded.dropFirst())
     if relative.isEmpty || relative.hasSuffix("/") { relative += "index.html" }
-    let segments = relative.split(separator: "/", omittingEmptySubsequences: false)
+    let segments = relative.unicodeScalars.split(separator: "/", omittingEmptySubsequences: false)
+      .map(Substring.init)
     guard
       segments.allSatisfy({ !$0.isEmpty && $0.utf8.first != UInt8(ascii: ".") }),
       !relative.contains("\\"), !relative.unicodeScalars.contains(where: { $0.value < 0x20 })

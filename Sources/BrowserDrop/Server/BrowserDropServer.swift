@@ -40,6 +40,7 @@ public actor BrowserDropServer {
   private var monitorTask: Task<Void, Never>?
   private var progressTask: Task<Void, Never>?
   private var services: SessionServices?
+  private var freeSpace = FreeSpaceEstimate()
 
   /// Creates a session; nothing listens until `start()`.
   public init(configuration: Configuration = Configuration()) {
@@ -151,8 +152,10 @@ public actor BrowserDropServer {
   /// Returns the files removed.
   @discardableResult
   public func removeReceivedItem(at relativePath: String) async -> [ReceivedFile] {
-    let trimmed = relativePath.split(separator: "/").joined(separator: "/")
-    let removed = index.remove(trimmed.precomposedStringWithCanonicalMapping)
+    // Split on the "/" scalar, as upload paths are: a combining mark must not hide a separator.
+    let segments = relativePath.precomposedStringWithCanonicalMapping.unicodeScalars
+      .split(separator: "/").map { String(String.UnicodeScalarView($0)) }
+    let removed = index.remove(segments.joined(separator: "/"))
     let staging = self.staging
     let paths = removed.map(\.relativePath)
     await BlockingPool.shared.run { for path in paths { staging.remove(relativePath: path) } }
@@ -231,27 +234,45 @@ public actor BrowserDropServer {
 
   // MARK: - Uploads (asked by connections)
 
+  /// What `admit` decided.
+  enum Admission: Sendable {
+    case accepted(UploadTicket)
+    case refused(Refusal)
+    /// The free-space figure is too old to decide with: measure (`statvfs`) and ask again.
+    case measureFreeSpace
+  }
+
   /// Decides whether an upload may start: name conflicts, then free space (counting what uploads
   /// in flight still have to write). On success the upload is in flight and `.uploadStarted`
   /// has been sent.
-  func admit(_ path: UploadPath, size: Int, freeBytes: Int?) -> Result<UploadTicket, Refusal> {
+  ///
+  /// `freeBytes` is a fresh measurement, or `nil` to decide from the last one when that is
+  /// recent and the answer is clear even counting every byte admitted since as written;
+  /// otherwise the answer is `.measureFreeSpace`.
+  func admit(_ path: UploadPath, size: Int, freeBytes: Int?) -> Admission {
     guard phase == .listening else {
-      return .failure(Refusal(.writeFailed, "The session is not accepting uploads."))
+      return .refused(Refusal(.writeFailed, "The session is not accepting uploads."))
     }
-    if let conflict = index.conflict(for: path) { return .failure(conflict) }
+    if let conflict = index.conflict(for: path) { return .refused(conflict) }
+    let pending = inFlight.values.reduce(0) { $0 + max(0, $1.upload.size - $1.counter.bytes) }
     if let freeBytes {
-      let pending = inFlight.values.reduce(0) { $0 + max(0, $1.upload.size - $1.counter.bytes) }
+      freeSpace.record(freeBytes)
       if freeBytes - pending - size < configuration.reservedFreeSpace {
-        return .failure(Refusal(.insufficientStorage))
+        return .refused(Refusal(.insufficientStorage))
       }
+    } else {
+      guard let estimate = freeSpace.pessimisticEstimate(),
+        estimate - pending - size >= configuration.reservedFreeSpace
+      else { return .measureFreeSpace }
     }
+    freeSpace.admitted(size)
     let upload = Upload(id: nextUploadID, relativePath: path.value, size: size)
     nextUploadID += 1
     let counter = ProgressCounter()
     inFlight[upload.id] = InFlight(upload: upload, counter: counter)
     eventSink.yield(.uploadStarted(upload))
     startPublishingProgress()
-    return .success(
+    return .accepted(
       UploadTicket(
         upload: upload, path: path, partialPath: staging.partialPath(for: upload.id),
         counter: counter))
@@ -311,6 +332,31 @@ public actor BrowserDropServer {
     }
     progressSink.yield([])
     progressTask = nil
+  }
+}
+
+/// The last `statvfs` of the staging volume, so most uploads are admitted without a system call:
+/// within `lifetime` of a measurement, every byte admitted since is counted as already written,
+/// which can only underestimate what is free. When that estimate is not clearly enough, the
+/// connection measures again.
+struct FreeSpaceEstimate {
+  static let lifetime = Duration.milliseconds(250)
+
+  private var measured: Int?
+  private var measuredAt = ContinuousClock.now
+  private var admittedSince = 0
+
+  mutating func record(_ freeBytes: Int) {
+    measured = freeBytes
+    measuredAt = .now
+    admittedSince = 0
+  }
+
+  mutating func admitted(_ size: Int) { admittedSince += size }
+
+  func pessimisticEstimate() -> Int? {
+    guard let measured, measuredAt.duration(to: .now) < Self.lifetime else { return nil }
+    return measured - admittedSince
   }
 }
 

@@ -11,7 +11,10 @@ struct Connection {
 
   private var idleTimeout: Duration { services.configuration.idleTimeout }
 
+  /// Serves the one request and closes the socket on every path before returning, so the
+  /// connection count the listener keeps never lags behind the descriptors actually open.
   func run() async {
+    defer { socket.close() }
     let buffer = UnsafeMutableRawBufferPointer.allocate(
       byteCount: Self.headBufferSize, alignment: 16)
     defer { buffer.deallocate() }
@@ -24,7 +27,6 @@ struct Connection {
     } catch {
       // Timed out, cancelled or reset: close without a response.
     }
-    socket.close()
   }
 
   /// Reads until the blank line ending the head. `nil` when the peer closed first.
@@ -100,12 +102,22 @@ struct Connection {
       throw Refusal(.tooLarge, "The file is \(size) bytes; the largest accepted is \(maximum).")
     }
     guard let server = services.server else { return }
-    let stagingPath = services.staging.session.path
-    let freeBytes = await BlockingPool.shared.run { () -> Int? in
-      var free: UInt64 = 0
-      return cbd_free_bytes(stagingPath, &free) == 0 ? Int(clamping: free) : nil
+    var admission = await server.admit(path, size: size, freeBytes: nil)
+    if case .measureFreeSpace = admission {
+      let stagingPath = services.staging.session.path
+      let freeBytes = await BlockingPool.shared.run { () -> Int in
+        var free: UInt64 = 0
+        // An unreadable volume counts as full: better a 507 than a write that fails.
+        return cbd_free_bytes(stagingPath, &free) == 0 ? Int(clamping: free) : 0
+      }
+      admission = await server.admit(path, size: size, freeBytes: freeBytes)
     }
-    let ticket = try await server.admit(path, size: size, freeBytes: freeBytes).get()
+    let ticket: UploadTicket
+    switch admission {
+    case .accepted(let accepted): ticket = accepted
+    case .refused(let refusal): throw refusal
+    case .measureFreeSpace: throw Refusal(.insufficientStorage)
+    }
     let outcome = await receiveBody(
       of: ticket, expectsContinue: head.expectsContinue, leftover: leftover)
     switch outcome {
@@ -137,7 +149,7 @@ struct Connection {
     } catch {
       return .failure(BodyFailure(reason: .connectionLost))
     }
-    let fd = open(ticket.partialPath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+    let fd = Self.createPartial(ticket.partialPath)
     guard fd >= 0 else {
       let reason = String(cString: strerror(errno))
       return .failure(
@@ -186,13 +198,17 @@ struct Connection {
     let inspector = services.contentInspector
     let partial = ticket.partialPath
     let fileExtension = ticket.path.fileExtension
-    fileOpen = false
-    let finishing = await BlockingPool.shared.run {
-      () -> Result<ContentInspector.Finding, SystemError> in
+    let finish = { @Sendable () -> Result<ContentInspector.Finding, SystemError> in
       defer { close(fd) }
-      if durable, fsync(fd) != 0 { return .failure(SystemError(call: "fsync", code: errno)) }
+      if durable, fdatasync(fd) != 0 {
+        return .failure(SystemError(call: "fdatasync", code: errno))
+      }
       return .success(inspector.inspect(fd: fd, fileExtension: fileExtension))
     }
+    fileOpen = false
+    // Nothing to flush or sniff: closing is all that is left, and it does not block.
+    let finishing =
+      durable || inspector.sniffs ? await BlockingPool.shared.run(finish) : finish()
     let finding: ContentInspector.Finding
     switch finishing {
     case .success(let value): finding = value
@@ -211,7 +227,11 @@ struct Connection {
     switch await server.store(ticket, mimeType: finding.mimeType, kind: finding.kind) {
     case .success(let (_, changedFolders)):
       if durable {
-        await BlockingPool.shared.run { Self.syncFolders(changedFolders) }
+        guard await services.folderSync.flush(changedFolders) else {
+          return .success(
+            Response.refusal(
+              Refusal(.writeFailed, "The disk reported an error while the file was made durable.")))
+        }
       }
       return .success(Response.created(path: ticket.path.value))
     case .failure(let refusal):
@@ -223,13 +243,15 @@ struct Connection {
     }
   }
 
-  private static func syncFolders(_ folders: [String]) {
-    for folder in Set(folders) {
-      let fd = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-      guard fd >= 0 else { continue }
-      fsync(fd)
-      close(fd)
+  /// Creates the partial file, never through anything already at its name: a link planted there
+  /// is removed (`unlink` does not follow it) and the name created afresh, exclusively.
+  private static func createPartial(_ path: String) -> Int32 {
+    let flags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC
+    var fd = open(path, flags, 0o644)
+    if fd < 0, errno == EEXIST, unlink(path) == 0 {
+      fd = open(path, flags, 0o644)
     }
+    return fd
   }
 
   /// Sends a refusal, then closes without resetting the connection under the response.

@@ -16,6 +16,9 @@ struct ContentInspector: Sendable {
   let policy: ContentPolicy
   private let sniffer: ContentSniffer?
 
+  /// Whether `inspect` reads and sniffs the file (and so must run off the cooperative pool).
+  var sniffs: Bool { sniffer != nil }
+
   /// The process's sniffer, loaded once with the system database on first use.
   private static let shared = Mutex<ContentSniffer?>(nil)
 

@@ -12,6 +12,7 @@ final class SessionServices: Sendable {
   let configResponse: [UInt8]
   let allowedExtensions: Set<String>?
   let contentInspector: ContentInspector
+  let folderSync = FolderSync()
   private let activeConnections = Atomic(0)
 
   private init(

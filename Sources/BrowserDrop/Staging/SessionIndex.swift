@@ -62,7 +62,9 @@ struct SessionIndex: Sendable {
       files.removeValue(forKey: file.relativePath)
       fileKeys.removeValue(forKey: key(file.relativePath))
       var current = ""
-      for segment in file.relativePath.split(separator: "/").dropLast() {
+      for segment in file.relativePath.unicodeScalars.split(separator: "/").dropLast()
+        .map(Substring.init)
+      {
         current = current.isEmpty ? String(segment) : current + "/" + segment
         let folderKey = key(current)
         if let entry = folderKeys[folderKey] {

@@ -20,6 +20,9 @@ struct StagingFolder: Sendable {
   /// Creates the root, the session folder and the incoming folder.
   func create() throws(BrowserDropError) {
     do {
+      if root == BrowserDropServer.Configuration.defaultStagingRoot.standardizedFileURL {
+        try Self.claimSharedRoot(root.path)
+      }
       try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
       try FileManager.default.createDirectory(at: session, withIntermediateDirectories: false)
       try FileManager.default.createDirectory(at: incoming, withIntermediateDirectories: false)
@@ -28,6 +31,31 @@ struct StagingFolder: Sendable {
     }
     guard access(session.path, W_OK) == 0 else {
       throw .stagingUnavailable(path: root.path, reason: String(cString: strerror(errno)))
+    }
+  }
+
+  /// The default root sits in the shared temporary folder, where another local user could have
+  /// made it first and planted links in it: create it private (0700), or accept an existing one
+  /// only when it is a real folder of ours that nobody else can write to.
+  static func claimSharedRoot(_ path: String) throws(BrowserDropError) {
+    if mkdir(path, 0o700) == 0 { return }
+    guard errno == EEXIST else {
+      throw .stagingUnavailable(path: path, reason: String(cString: strerror(errno)))
+    }
+    var info = stat()
+    guard lstat(path, &info) == 0 else {
+      throw .stagingUnavailable(path: path, reason: String(cString: strerror(errno)))
+    }
+    guard (info.st_mode & S_IFMT) == S_IFDIR else {
+      throw .stagingUnavailable(
+        path: path, reason: "it is not a folder (a link or a file is there)")
+    }
+    guard info.st_uid == geteuid() else {
+      throw .stagingUnavailable(
+        path: path, reason: "it belongs to another user; choose another staging folder")
+    }
+    guard info.st_mode & (S_IWGRP | S_IWOTH) == 0 else {
+      throw .stagingUnavailable(path: path, reason: "other users can write to it")
     }
   }
 
@@ -56,30 +84,65 @@ struct StagingFolder: Sendable {
 
   /// Moves a complete partial file into place, creating its folders. Returns the folders whose
   /// entries changed (to be flushed for durability). Runs in the actor: metadata calls only.
+  /// Never follows a symlink on the way: a folder replaced by a link (planted by another
+  /// process) fails the upload instead of sending the file elsewhere.
   func place(partial: String, at path: UploadPath) throws(SystemError) -> [String] {
     var changed: [String] = []
-    var folder = session.path
-    for segment in path.segments.dropLast() {
-      let next = folder + "/" + segment
-      if mkdir(next, 0o755) == 0 {
-        changed.append(folder)
-      } else if errno != EEXIST {
-        throw SystemError(call: "mkdir", code: errno)
-      }
-      folder = next
+    let (folderFD, folder, created) = try openFolder(path.segments.dropLast(), creating: true)
+    defer { close(folderFD) }
+    changed += created
+    try Syscall.blocking("rename") {
+      renameat(AT_FDCWD, partial, folderFD, String(path.segments.last!))
     }
-    try Syscall.blocking("rename") { rename(partial, finalURL(for: path).path) }
     changed.append(folder)
     return changed
   }
 
-  /// Deletes a stored file and any folders it leaves empty.
+  /// Opens the session folder and then each of `segments` below it without following a symlink
+  /// (`O_NOFOLLOW`), creating missing ones when asked. Returns the last folder's descriptor, its
+  /// path and the folders whose entries changed.
+  private func openFolder(
+    _ segments: ArraySlice<Substring>, creating: Bool
+  ) throws(SystemError) -> (Int32, String, [String]) {
+    let flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
+    var fd = open(session.path, flags)
+    guard fd >= 0 else { throw SystemError(call: "open", code: errno) }
+    var folder = session.path
+    var changed: [String] = []
+    for segment in segments {
+      let name = String(segment)
+      if creating {
+        if mkdirat(fd, name, 0o755) == 0 {
+          changed.append(folder)
+        } else if errno != EEXIST {
+          let code = errno
+          close(fd)
+          throw SystemError(call: "mkdir", code: code)
+        }
+      }
+      let next = openat(fd, name, flags)
+      let code = errno
+      close(fd)
+      guard next >= 0 else { throw SystemError(call: "open", code: code) }
+      fd = next
+      folder += "/" + name
+    }
+    return (fd, folder, changed)
+  }
+
+  /// Deletes a stored file and any folders it leaves empty, never through a symlink.
   func remove(relativePath: String) {
-    unlink(session.appending(path: relativePath).path)
-    var segments = relativePath.split(separator: "/").dropLast()
-    while !segments.isEmpty {
-      if rmdir(session.appending(path: segments.joined(separator: "/")).path) != 0 { break }
-      segments = segments.dropLast()
+    let segments = relativePath.unicodeScalars.split(separator: "/").map(Substring.init)
+    guard let name = segments.last else { return }
+    var folders = segments.dropLast()
+    guard let (fd, _, _) = try? openFolder(folders, creating: false) else { return }
+    unlinkat(fd, String(name), 0)
+    close(fd)
+    while let last = folders.popLast() {
+      guard let (parent, _, _) = try? openFolder(folders, creating: false) else { return }
+      let removed = unlinkat(parent, String(last), AT_REMOVEDIR) == 0
+      close(parent)
+      if !removed { return }
     }
   }
 

@@ -50,7 +50,10 @@ struct UploadPath: Sendable, Hashable, CustomStringConvertible {
     if normalized.utf8.first == UInt8(ascii: "/") {
       throw Refusal(.invalidPath, "The path must be relative.")
     }
-    let segments = normalized.split(separator: "/", omittingEmptySubsequences: false)
+    // Split on the `/` scalar: split on Characters, `/` followed by a combining mark (or after a
+    // prepend character such as U+0D4E) is not a separator, hiding `..` and empty segments.
+    let segments = normalized.unicodeScalars.split(separator: "/", omittingEmptySubsequences: false)
+      .map(Substring.init)
     for segment in segments {
       if segment.isEmpty { throw Refusal(.invalidPath, "The path has an empty segment.") }
       if segment.utf8.first == UInt8(ascii: ".") {

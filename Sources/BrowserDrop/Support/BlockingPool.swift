@@ -1,3 +1,4 @@
+import CBrowserDropLinux
 import Foundation
 
 /// A few dedicated threads for calls that may block (`fsync`, `statvfs`, libmagic on big buffers),
@@ -6,7 +7,7 @@ import Foundation
 /// `@unchecked Sendable`: `jobs` and `head` are only touched while `condition` is locked.
 final class BlockingPool: @unchecked Sendable {
   /// The process-wide pool.
-  static let shared = BlockingPool(threads: 4, name: "browserdrop-io")
+  static let shared = BlockingPool(threads: 4, name: "bd-io")
 
   private let condition = NSCondition()
   private var jobs: [@Sendable () -> Void] = []
@@ -14,8 +15,10 @@ final class BlockingPool: @unchecked Sendable {
 
   init(threads: Int, name: String) {
     for index in 0..<threads {
-      let thread = Thread { [self] in self.work() }
-      thread.name = "\(name)-\(index)"
+      let thread = Thread { [self] in
+        cbd_set_thread_name("\(name)-\(index)")
+        self.work()
+      }
       thread.start()
     }
   }
@@ -38,7 +41,8 @@ final class BlockingPool: @unchecked Sendable {
     return try result.get()
   }
 
-  private func submit(_ job: @escaping @Sendable () -> Void) {
+  /// Runs `job` on one of the pool's threads, without waiting for it.
+  func submit(_ job: @escaping @Sendable () -> Void) {
     condition.lock()
     jobs.append(job)
     condition.signal()

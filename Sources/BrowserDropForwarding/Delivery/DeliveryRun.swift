@@ -37,7 +37,9 @@ struct DeliveryRun {
   private func joined(_ path: RelativePath) -> String { path.joined(separator: "/") }
 
   /// Creates (or merges into) the folder for `source` inside `parent`; returns its path.
-  private mutating func makeFolder(for source: RelativePath, in parent: RelativePath)
+  private mutating func makeFolder(
+    for source: RelativePath, in parent: RelativePath
+  )
     async throws -> RelativePath
   {
     let name = safeName(for: source)
@@ -103,7 +105,9 @@ struct DeliveryRun {
   }
 
   /// Moves the finished temporary file to its final name according to the policy.
-  private mutating func install(_ file: SourceFile, temporary: RelativePath, in folder: RelativePath)
+  private mutating func install(
+    _ file: SourceFile, temporary: RelativePath, in folder: RelativePath
+  )
     async throws -> RelativePath
   {
     let name = safeName(for: file.relative)
@@ -123,7 +127,8 @@ struct DeliveryRun {
           if policy == .fail {
             throw ForwardFailure(kind: .nameTaken, place: fileSystem.place, item: joined(candidate))
           }
-          replacing = policy == .replace
+          // Only the name itself is replaced; a numbered name after a kind conflict is never.
+          replacing = policy == .replace && number == 1
         case nil: break
         }
       }
@@ -165,9 +170,10 @@ struct DeliveryRun {
       guard found == .file(size: file.size) else { return false }
     case .installing:
       // The run stopped between claiming the final name and moving the file there.
-      let temporary = Array(record.target.dropLast()) + [
-        NameRules.temporaryName(for: file.relativeText)
-      ]
+      let temporary =
+        Array(record.target.dropLast()) + [
+          NameRules.temporaryName(for: file.relativeText)
+        ]
       let temporaryLeft = try await fileSystem.entry(at: temporary) != nil
       if found == .file(size: 0) && file.size > 0 {
         // Our empty claim: free the name again.

@@ -27,7 +27,9 @@ protocol DestinationFileSystem: Sendable {
   ) async throws
   /// Moves `temporary` to `final`. Unless `replacing`, fails with false (leaving `temporary` in
   /// place) when the final name is taken; the check and the move are race-free.
-  func install(_ temporary: RelativePath, at final: RelativePath, replacing: Bool) async throws
+  func install(
+    _ temporary: RelativePath, at final: RelativePath, replacing: Bool
+  ) async throws
     -> Bool
   /// Removes a file, ignoring failures: used to clean up after an error.
   func removeQuietly(_ path: RelativePath) async

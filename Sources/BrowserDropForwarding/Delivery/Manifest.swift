@@ -46,7 +46,9 @@ struct Manifest: Sendable {
   }
 
   /// Appends a record and makes it durable.
-  mutating func append(_ state: Record.State, source: SourceFile, target: RelativePath)
+  mutating func append(
+    _ state: Record.State, source: SourceFile, target: RelativePath
+  )
     async throws
   {
     let record = Record(

@@ -96,7 +96,9 @@ struct LocalFileSystem: DestinationFileSystem {
 
   /// Copies up to `limit` bytes in the kernel (`sendfile`), falling back to read/write where it
   /// cannot work. Returns 0 at end of file.
-  private static func copy(from input: Int32, to output: Int32, at offset: Int64, upTo limit: Int)
+  private static func copy(
+    from input: Int32, to output: Int32, at offset: Int64, upTo limit: Int
+  )
     throws(SystemError) -> Int
   {
     var total = 0
@@ -112,14 +114,17 @@ struct LocalFileSystem: DestinationFileSystem {
       switch errno {
       case EINTR: continue
       case EXDEV, EINVAL, ENOSYS, EOPNOTSUPP, EBADF:
-        return try total + readWrite(from: input, to: output, at: Int64(inputOffset), upTo: limit - total)
+        return try total
+          + readWrite(from: input, to: output, at: Int64(inputOffset), upTo: limit - total)
       default: throw .last("sendfile")
       }
     }
     return total
   }
 
-  private static func readWrite(from input: Int32, to output: Int32, at offset: Int64, upTo limit: Int)
+  private static func readWrite(
+    from input: Int32, to output: Int32, at offset: Int64, upTo limit: Int
+  )
     throws(SystemError) -> Int
   {
     let buffer = ChunkBuffer(capacity: min(limit, 1 << 20))
@@ -127,14 +132,17 @@ struct LocalFileSystem: DestinationFileSystem {
     var written = 0
     while written < buffer.count {
       written += try retryingEINTR("pwrite") {
-        pwrite(output, buffer.bytes.baseAddress! + written, buffer.count - written,
+        pwrite(
+          output, buffer.bytes.baseAddress! + written, buffer.count - written,
           off_t(offset) + off_t(written))
       }
     }
     return buffer.count
   }
 
-  func install(_ temporary: RelativePath, at final: RelativePath, replacing: Bool) async throws
+  func install(
+    _ temporary: RelativePath, at final: RelativePath, replacing: Bool
+  ) async throws
     -> Bool
   {
     try await DedicatedThread.localIO.run { [self] in
@@ -187,7 +195,9 @@ struct LocalFileSystem: DestinationFileSystem {
   }
 
   /// Fills `buffer` from a source file on the read-ahead thread.
-  static func fill(_ buffer: ChunkBuffer, from fd: Int32, at offset: Int64, source: SourceFile)
+  static func fill(
+    _ buffer: ChunkBuffer, from fd: Int32, at offset: Int64, source: SourceFile
+  )
     async throws
   {
     try await DedicatedThread.readAhead.run {
@@ -199,7 +209,9 @@ struct LocalFileSystem: DestinationFileSystem {
   }
 
   /// The SHA-256 digest of a local file, read on the read-ahead thread.
-  static func sha256(ofFile path: String, failure: @escaping @Sendable (SystemError) -> ForwardFailure)
+  static func sha256(
+    ofFile path: String, failure: @escaping @Sendable (SystemError) -> ForwardFailure
+  )
     async throws -> [UInt8]
   {
     try await DedicatedThread.readAhead.run {
@@ -210,7 +222,9 @@ struct LocalFileSystem: DestinationFileSystem {
       var digest = SHA256()
       var offset: Int64 = 0
       while true {
-        do throws(SystemError) { try buffer.fill(from: fd, at: offset) } catch { throw failure(error) }
+        do throws(SystemError) { try buffer.fill(from: fd, at: offset) } catch {
+          throw failure(error)
+        }
         if buffer.count == 0 { break }
         digest.update(UnsafeRawBufferPointer(rebasing: buffer.bytes[..<buffer.count]))
         offset += Int64(buffer.count)

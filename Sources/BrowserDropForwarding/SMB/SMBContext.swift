@@ -16,7 +16,8 @@ final class SMBContext: @unchecked Sendable {
     guard let context = smbc_new_context() else { throw SystemError.last("smbc_new_context") }
     self.context = context
     self.credentials = destination.credentials
-    self.baseURL = "smb://\(destination.host):\(destination.port)/" + SMBURL.encode(destination.share)
+    self.baseURL =
+      "smb://\(destination.host):\(destination.port)/" + SMBURL.encode(destination.share)
 
     smbc_setDebug(context, 0)
     smbc_setLogCallback(context, nil, SMBLog.callback)
@@ -58,7 +59,8 @@ final class SMBContext: @unchecked Sendable {
     if let password { credentials.password.copy(into: password, capacity: Int(passwordLength)) }
   }
 
-  private static func copy(_ text: String, into buffer: UnsafeMutablePointer<CChar>, capacity: Int) {
+  private static func copy(_ text: String, into buffer: UnsafeMutablePointer<CChar>, capacity: Int)
+  {
     guard capacity > 0 else { return }
     let bytes = Array(text.utf8.prefix(capacity - 1))
     for (index, byte) in bytes.enumerated() { buffer[index] = CChar(bitPattern: byte) }
@@ -120,7 +122,9 @@ final class SMBContext: @unchecked Sendable {
   }
 
   /// `smbc_read`; 0 at end of file.
-  func read(_ file: SMBFile, into bytes: UnsafeMutableRawBufferPointer) throws(SystemError)
+  func read(
+    _ file: SMBFile, into bytes: UnsafeMutableRawBufferPointer
+  ) throws(SystemError)
     -> Int
   {
     let count = smbc_getFunctionRead(context)!(context, file.handle, bytes.baseAddress, bytes.count)

@@ -40,7 +40,7 @@ struct SMBFileSystem: DestinationFileSystem {
         path.append(name)
         do throws(SystemError) {
           try context.makeDirectory(path)
-        } catch where error.code == EEXIST {
+        } catch  where error.code == EEXIST {
           if let info = try? context.stat(path), info.st_mode & S_IFMT == S_IFDIR { continue }
           context.free()
           throw ForwardFailure(kind: .nameTaken, place: place, item: path.joined(separator: "/"))
@@ -54,7 +54,9 @@ struct SMBFileSystem: DestinationFileSystem {
     }
   }
 
-  private func failure(_ error: SystemError, _ operation: ForwardFailure.Operation, _ path: RelativePath)
+  private func failure(
+    _ error: SystemError, _ operation: ForwardFailure.Operation, _ path: RelativePath
+  )
     -> ForwardFailure
   {
     ForwardFailure.from(
@@ -66,7 +68,7 @@ struct SMBFileSystem: DestinationFileSystem {
       do throws(SystemError) {
         let info = try context.stat(root + path)
         return info.st_mode & S_IFMT == S_IFDIR ? .directory : .file(size: Int64(info.st_size))
-      } catch where error.code == ENOENT {
+      } catch  where error.code == ENOENT {
         return nil
       } catch {
         throw failure(error, .inspect, path)
@@ -79,7 +81,7 @@ struct SMBFileSystem: DestinationFileSystem {
       do throws(SystemError) {
         try context.makeDirectory(root + path)
         return true
-      } catch where error.code == EEXIST {
+      } catch  where error.code == EEXIST {
         return false
       } catch {
         throw failure(error, .modify, path)
@@ -127,16 +129,22 @@ struct SMBFileSystem: DestinationFileSystem {
       }
       closed = true
       try await DedicatedThread.smb.run { [context] in
-        do throws(SystemError) { try context.close(file) } catch { throw failure(error, .transfer, source.relative) }
+        do throws(SystemError) { try context.close(file) } catch {
+          throw failure(error, .transfer, source.relative)
+        }
       }
     } catch {
-      if !closed { _ = try? await DedicatedThread.smb.run { [context] in try? context.close(file) } }
+      if !closed {
+        _ = try? await DedicatedThread.smb.run { [context] in try? context.close(file) }
+      }
       await removeQuietly(temporary)
       throw error
     }
   }
 
-  func install(_ temporary: RelativePath, at final: RelativePath, replacing: Bool) async throws
+  func install(
+    _ temporary: RelativePath, at final: RelativePath, replacing: Bool
+  ) async throws
     -> Bool
   {
     try await DedicatedThread.smb.run { [context, root] in
@@ -146,7 +154,7 @@ struct SMBFileSystem: DestinationFileSystem {
         do throws(SystemError) {
           let claim = try context.open(root + final, flags: O_WRONLY | O_CREAT | O_EXCL)
           try context.close(claim)
-        } catch where error.code == EEXIST || error.code == EISDIR {
+        } catch  where error.code == EEXIST || error.code == EISDIR {
           return false
         } catch {
           throw failure(error, .modify, final)

@@ -35,6 +35,9 @@ int cbd_fallocate(int fd, int64_t len);
 /* Free bytes for unprivileged users on the volume holding path (statvfs f_bavail * f_frsize). */
 int cbd_free_bytes(const char *path, uint64_t *free_bytes);
 
+/* Names the calling thread (up to 15 bytes) for ps, perf and gdb. */
+void cbd_set_thread_name(const char *name);
+
 /* Interface flags, so Swift does not need net/if.h's macros. */
 int cbd_iff_up(void);
 int cbd_iff_running(void);

@@ -1,0 +1,143 @@
+/* A small HTTP upload load generator for BrowserDrop's benchmark (W2 and W3).
+ *
+ *   loadclient PORT COUNT SIZE PARALLEL PREFIX [SOURCE_FILE]
+ *
+ * PARALLEL threads take upload numbers from a shared counter; each upload opens a new
+ * connection to 127.0.0.1:PORT, sends `POST /upload?path=PREFIX<n>.bin` with SIZE bytes (from
+ * SOURCE_FILE with sendfile, or from a random buffer in memory) and reads the reply.
+ * Prints one JSON line: elapsed seconds, uploads that got 2xx, errors, latency percentiles.
+ * Bounded: COUNT uploads, a 120 s deadline after which no upload starts, 30 s socket timeouts.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+static int port, count, parallel, source_fd = -1;
+static long long size;
+static const char *prefix;
+static unsigned char *memory_body;
+static atomic_int next_upload, ok_count, error_count;
+static double *latencies, started, deadline;
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static int send_all(int fd, const void *data, size_t length) {
+  const char *p = data;
+  while (length > 0) {
+    ssize_t n = send(fd, p, length, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return -1;
+    p += n;
+    length -= (size_t)n;
+  }
+  return 0;
+}
+
+static int upload(int n) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  struct timeval timeout = {30, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
+  struct sockaddr_in address = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
+  int status = -1;
+  if (connect(fd, (struct sockaddr *)&address, sizeof address) == 0) {
+    char head[512];
+    int length = snprintf(head, sizeof head,
+                          "POST /upload?path=%s%05d.bin HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+                          "Origin: http://127.0.0.1:%d\r\nContent-Type: application/octet-stream\r\n"
+                          "Content-Length: %lld\r\nConnection: close\r\n\r\n",
+                          prefix, n, port, port, size);
+    int sent = send_all(fd, head, (size_t)length);
+    if (sent == 0 && source_fd >= 0) {
+      off_t offset = 0;
+      while (offset < size) {
+        ssize_t moved = sendfile(fd, source_fd, &offset, (size_t)(size - offset));
+        if (moved < 0 && errno == EINTR) continue;
+        if (moved <= 0) { sent = -1; break; }
+      }
+    } else if (sent == 0) {
+      sent = send_all(fd, memory_body, (size_t)size);
+    }
+    if (sent == 0) {
+      char reply[1024];
+      ssize_t got = 0, n2;
+      while ((n2 = recv(fd, reply + got, sizeof reply - 1 - (size_t)got, 0)) > 0) {
+        got += n2;
+        if (got >= (ssize_t)sizeof reply - 1) break;
+      }
+      reply[got > 0 ? got : 0] = 0;
+      if (got > 12 && strncmp(reply, "HTTP/1.1 ", 9) == 0) status = atoi(reply + 9);
+    }
+  }
+  close(fd);
+  return status;
+}
+
+static void *worker(void *unused) {
+  (void)unused;
+  for (;;) {
+    int n = atomic_fetch_add(&next_upload, 1);
+    if (n >= count || now() > deadline) break;
+    double t0 = now();
+    int status = upload(n);
+    latencies[n] = now() - t0;
+    if (status >= 200 && status < 300) atomic_fetch_add(&ok_count, 1);
+    else atomic_fetch_add(&error_count, 1);
+  }
+  return NULL;
+}
+
+static int compare(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 6) {
+    fprintf(stderr, "usage: loadclient PORT COUNT SIZE PARALLEL PREFIX [SOURCE_FILE]\n");
+    return 2;
+  }
+  port = atoi(argv[1]);
+  count = atoi(argv[2]);
+  size = atoll(argv[3]);
+  parallel = atoi(argv[4]);
+  prefix = argv[5];
+  if (argc > 6 && (source_fd = open(argv[6], O_RDONLY)) < 0) { perror(argv[6]); return 2; }
+  if (source_fd < 0) {
+    memory_body = malloc((size_t)size + 1);
+    for (long long i = 0; i < size; i++) memory_body[i] = (unsigned char)(rand() >> 7);
+  }
+  latencies = calloc((size_t)count, sizeof(double));
+  pthread_t threads[256];
+  if (parallel > 256) parallel = 256;
+  started = now();
+  deadline = started + 120;
+  for (int i = 0; i < parallel; i++) pthread_create(&threads[i], NULL, worker, NULL);
+  for (int i = 0; i < parallel; i++) pthread_join(threads[i], NULL);
+  double elapsed = now() - started;
+  int done = atomic_load(&ok_count) + atomic_load(&error_count);
+  qsort(latencies, (size_t)done, sizeof(double), compare);
+  printf("{\"elapsed\": %.6f, \"ok\": %d, \"errors\": %d, \"p50_ms\": %.3f, \"p99_ms\": %.3f}\n",
+         elapsed, atomic_load(&ok_count), atomic_load(&error_count),
+         done ? latencies[done / 2] * 1000 : 0, done ? latencies[(done * 99) / 100] * 1000 : 0);
+  return atomic_load(&error_count) ? 1 : 0;
+}

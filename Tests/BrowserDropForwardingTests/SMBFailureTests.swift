@@ -1,0 +1,206 @@
+import Foundation
+import Glibc
+import Testing
+
+@testable import BrowserDropForwarding
+
+/// Every failure has its exact sentence, and a later delivery finishes the job exactly once.
+struct SMBFailureTests {
+  private static let files: [String: Data] = [
+    "a.txt": Data("a".utf8), "sub/b.bin": bytes(200_000, seed: 9), "c.txt": Data("c".utf8),
+  ]
+
+  /// Delivers `files` to a fresh guest folder after `fault`, and checks it arrived exactly once.
+  private func resume(_ source: URL, on server: TestSMBServer, resumed: Int = 0) async throws {
+    let folder = uniqueName("resume")
+    let report = try await Forwarder().forward(
+      folder: source, to: server.destination("guest", folder))
+    let arrived = server.directory("guest").appendingPathComponent(folder)
+    #expect(try contents(of: arrived) == ["sub": Data?.none].merging(Self.files) { $1 })
+    #expect(report.resumedFiles == resumed)
+    #expect(!FileManager.default.fileExists(atPath: source.path))
+  }
+
+  private func expectFailure(
+    _ source: URL, to destination: SMBDestination, _ kind: ForwardFailure.Kind, _ sentence: String
+  ) async {
+    let failure = await #expect(throws: ForwardFailure.self) {
+      try await Forwarder().forward(folder: source, to: destination)
+    }
+    #expect(failure?.kind == kind)
+    #expect(failure?.description == sentence)
+    #expect(FileManager.default.fileExists(atPath: source.path))
+  }
+
+  @Test func wrongPassword() async throws {
+    let server = try TestSMBServer.fromEnvironment()
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let source = try scratch.folder("drop", Self.files)
+    let folder = uniqueName("auth")
+    await expectFailure(
+      source,
+      to: try server.destination(
+        "private", folder, credentials: Credentials(username: "dropper", password: "wrong")),
+      .wrongCredentials, "127.0.0.1 rejected the user name or password. Check them and try again.")
+    // The same wrong password must not fall back to guest access on a guest share either.
+    await expectFailure(
+      source,
+      to: try server.destination(
+        "guest", folder, credentials: Credentials(username: "dropper", password: "wrong")),
+      .wrongCredentials, "127.0.0.1 rejected the user name or password. Check them and try again.")
+    let destination = try server.destination(
+      "private", folder, credentials: Credentials(username: "dropper", password: "s3cret"))
+    _ = try await Forwarder().forward(folder: source, to: destination)
+    let arrived = server.directory("private").appendingPathComponent(folder)
+    #expect(try contents(of: arrived) == ["sub": Data?.none].merging(Self.files) { $1 })
+  }
+
+  @Test func guestDeniedOnThePasswordShare() async throws {
+    let server = try TestSMBServer.fromEnvironment()
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let source = try scratch.folder("drop", Self.files)
+    await expectFailure(
+      source, to: try server.destination("private", uniqueName("denied")), .permissionDenied,
+      "127.0.0.1 didn't let guests into the share “private”. Sign in as a user who has access to it."
+    )
+    try await resume(source, on: server)
+  }
+
+  @Test func unknownShare() async throws {
+    let server = try TestSMBServer.fromEnvironment()
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let source = try scratch.folder("drop", Self.files)
+    await expectFailure(
+      source, to: try server.destination("nope", "x"), .shareNotFound,
+      "127.0.0.1 has no share named “nope”. Check the share name in the address.")
+    try await resume(source, on: server)
+  }
+
+  @Test func nothingListening() async throws {
+    let server = try TestSMBServer.fromEnvironment()
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let source = try scratch.folder("drop", Self.files)
+    let destination = try SMBDestination("smb://127.0.0.1:\(try unusedPort())/guest/x")
+    await expectFailure(
+      source, to: destination, .connectionRefused,
+      "Couldn't reach 127.0.0.1 — the connection was refused. "
+        + "Check the address and port, and that file sharing is turned on.")
+    try await resume(source, on: server)
+  }
+
+  @Test func listenerThatNeverAnswers() async throws {
+    let server = try TestSMBServer.fromEnvironment()
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let source = try scratch.folder("drop", Self.files)
+    let silent = try LoopbackSocket(listening: true)
+    let destination = try SMBDestination(
+      "smb://127.0.0.1:\(silent.port)/guest/x", options: SMBOptions(timeout: .seconds(1)))
+    let started = ContinuousClock.now
+    await expectFailure(
+      source, to: destination, .timedOut,
+      "Couldn't reach 127.0.0.1 — the connection timed out. "
+        + "Check that the server is on and reachable from this network.")
+    #expect(ContinuousClock.now - started < .seconds(8))
+    try await resume(source, on: server)
+  }
+
+  @Test func readOnlyShare() async throws {
+    let server = try TestSMBServer.fromEnvironment()
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let source = try scratch.folder("drop", Self.files)
+    await expectFailure(
+      source, to: try server.destination("ro", uniqueName("ro")), .readOnly,
+      "The share “ro” on 127.0.0.1 is read-only for this user. "
+        + "Choose another destination or ask for write access.")
+    #expect(
+      try FileManager.default.contentsOfDirectory(atPath: server.directory("ro").path).isEmpty)
+    try await resume(source, on: server)
+  }
+
+  @Test func fullShareThenResumeAfterFreeingSpace() async throws {
+    let server = try TestSMBServer.fromEnvironment()
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let tiny = server.directory("tiny")
+    // Leave about 5 MiB free, whatever earlier runs left behind.
+    var space = statvfs()
+    #expect(statvfs(tiny.path, &space) == 0)
+    let free = Int(space.f_bavail) * Int(space.f_frsize)
+    let filler = tiny.appendingPathComponent(uniqueName("filler"))
+    try Data(count: max(0, free - (5 << 20))).write(to: filler)
+    defer { try? FileManager.default.removeItem(at: filler) }
+    let files = [
+      "a.bin": bytes(1 << 20, seed: 11), "b.bin": bytes(8 << 20, seed: 12),
+      "c.bin": bytes(1 << 20, seed: 13),
+    ]
+    let source = try scratch.folder("drop", files)
+    let folder = uniqueName("full")
+    let destination = try server.destination("tiny", folder)
+    let arrived = tiny.appendingPathComponent(folder)
+    // The share is 20 MiB in all: leave it as empty as it was.
+    defer { try? FileManager.default.removeItem(at: arrived) }
+    await expectFailure(
+      source, to: destination, .destinationFull,
+      "The share “tiny” on 127.0.0.1 is full — “b.bin” didn't fit. "
+        + "Free up space there, then forward again.")
+    #expect(try contents(of: arrived) == ["a.bin": files["a.bin"]])
+
+    try FileManager.default.removeItem(at: filler)
+    let report = try await Forwarder().forward(folder: source, to: destination)
+    #expect(try contents(of: arrived) == files)
+    #expect(report.resumedFiles == 1)
+  }
+
+  @Test func smbdStoppedMidTransferThenResumed() async throws {
+    _ = try TestSMBServer.fromEnvironment()
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    // A second smbd of our own, so stopping it cannot disturb the other tests.
+    let base = scratch.root.appendingPathComponent("smbd")
+    let port = try unusedPort()
+    try await smbdHarness("up", base: base, port: port)
+    let own = TestSMBServer(port: port, base: base)
+    let files = [
+      "a.bin": bytes(1 << 20, seed: 21), "b.bin": bytes(48 << 20, seed: 22),
+      "c.bin": bytes(1 << 20, seed: 23),
+    ]
+    let source = try scratch.folder("drop", files)
+    let destination = try own.destination("guest", "mid")
+    let stopped = Stopped()
+    let failure = await #expect(throws: ForwardFailure.self) {
+      try await Forwarder().forward(folder: source, to: destination) { progress in
+        // Once part of b.bin is on the wire, stop the server before the next chunk is sent.
+        guard progress.currentFile == "b.bin", progress.completedBytes > 1 << 20,
+          await stopped.claim()
+        else { return }
+        try? await smbdHarness("down", base: base, port: port)
+      }
+    }
+    #expect(failure?.kind == .connectionLost)
+    #expect(
+      failure?.description == "Lost the connection to 127.0.0.1 while sending “b.bin”. "
+        + "Forward again to finish; files that arrived won't be sent twice.")
+
+    try await smbdHarness("up", base: base, port: port)
+    let report = try await Forwarder().forward(folder: source, to: destination)
+    try await smbdHarness("down", base: base, port: port)
+    #expect(try contents(of: own.directory("guest").appendingPathComponent("mid")) == files)
+    #expect(report.resumedFiles == 1)
+  }
+}
+
+/// Lets exactly one caller through.
+actor Stopped {
+  private var done = false
+
+  func claim() -> Bool {
+    defer { done = true }
+    return !done
+  }
+}
