@@ -44,7 +44,8 @@ struct ArgumentTests {
     .init(arguments: ["--batch-folder", "{week}"], named: "--batch-folder"),
     .init(arguments: ["--batch-folder", "a/b"], named: "--batch-folder"),
     .init(arguments: ["--quiet-period", "5", "--to", "/tmp/x"], named: "--quiet-period"),
-    .init(arguments: ["--kiosk", "--quiet-period", "-1", "--to", "/tmp/x"], named: "--quiet-period"),
+    .init(
+      arguments: ["--kiosk", "--quiet-period", "-1", "--to", "/tmp/x"], named: "--quiet-period"),
     .init(arguments: ["--kiosk"], named: "--kiosk"),
     .init(arguments: ["--json=yes"], named: "--json"),
     .init(arguments: ["--no-qr=1"], named: "--no-qr"),
@@ -52,7 +53,8 @@ struct ArgumentTests {
     .init(arguments: ["--", "stray"], named: "stray"),
     .init(arguments: ["--staging="], named: "--staging"),
     .init(arguments: ["--title="], named: "--title"),
-    .init(arguments: ["--smb-password-file", "/x", "--to", "/tmp/x"], named: "--smb-password-file"),
+    .init(
+      arguments: ["--smb-password-file", "/x", "--to", "/tmp/x"], named: "--smb-password-file"),
     .init(
       arguments: ["--smb-password-file", "/nonexistent/pw", "--to", "smb://anna@127.0.0.1/s"],
       named: "--smb-password-file"),
@@ -79,7 +81,8 @@ struct ArgumentTests {
     for flag in ["--help", "-h"] {
       let result = try await CommandProcess.run([flag, "--port", "nonsense-is-ignored-by-help"])
       #expect(result.status == 0)
-      for section in ["USAGE:", "DESTINATION:", "SERVER:", "LIMITS:", "PAGE:", "KIOSK:", "OUTPUT:"] {
+      for section in ["USAGE:", "DESTINATION:", "SERVER:", "LIMITS:", "PAGE:", "KIOSK:", "OUTPUT:"]
+      {
         #expect(result.output.contains(section), "\(section) missing")
       }
       let flags = [

@@ -97,7 +97,8 @@ struct KioskTests {
     let dest = folder.path("dest")
     #expect(TemporaryFolder.files(in: dest) == ["batch 1/folder/done.bin"])
     #expect(
-      try Data(contentsOf: dest.appending(path: "batch 1/folder/done.bin")) == Data(contentsOf: done))
+      try Data(contentsOf: dest.appending(path: "batch 1/folder/done.bin"))
+        == Data(contentsOf: done))
     #expect(Self.journal(folder).isEmpty)
   }
 
@@ -138,7 +139,8 @@ struct KioskTests {
     let dest = folder.path("dest")
     #expect(TemporaryFolder.files(in: dest) == sources.keys.sorted().map { "batch 1/" + $0 })
     for (name, file) in sources {
-      #expect(try Data(contentsOf: dest.appending(path: "batch 1/" + name)) == Data(contentsOf: file))
+      #expect(
+        try Data(contentsOf: dest.appending(path: "batch 1/" + name)) == Data(contentsOf: file))
     }
     #expect(Self.journal(folder).isEmpty)
     let outbox = try FileManager.default.contentsOfDirectory(

@@ -12,13 +12,15 @@ struct TerminalTests {
     /// that the forked tmux server inherits, so it would never see the client exit.
     @discardableResult
     func run(_ arguments: [String]) async throws -> String {
-      let capture = FileManager.default.temporaryDirectory.appending(path: "\(socket)-\(UUID()).txt")
+      let capture = FileManager.default.temporaryDirectory.appending(
+        path: "\(socket)-\(UUID()).txt")
       defer { try? FileManager.default.removeItem(at: capture) }
       var actions = posix_spawn_file_actions_t()
       posix_spawn_file_actions_init(&actions)
       defer { posix_spawn_file_actions_destroy(&actions) }
       posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-      posix_spawn_file_actions_addopen(&actions, 1, capture.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+      posix_spawn_file_actions_addopen(
+        &actions, 1, capture.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
       posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
       let argv = (["tmux", "-L", socket] + arguments).map { strdup($0) } + [nil]
       defer { for pointer in argv { free(pointer) } }
@@ -52,7 +54,8 @@ struct TerminalTests {
         if condition(screen) { return screen }
         try await Task.sleep(for: .milliseconds(50))
       }
-      throw HarnessError(description: "timed out waiting for \(what); screen:\n\(try await screen())")
+      throw HarnessError(
+        description: "timed out waiting for \(what); screen:\n\(try await screen())")
     }
 
     /// Ends the tmux server and the command in it.
@@ -92,7 +95,9 @@ struct TerminalTests {
     }
     #expect(live.contains("1 in flight"))
     #expect(try await Uploader.status(of: upload) == 201)
-    _ = try await tmux.waitForScreen("the finished line") { $0.contains("✓ Received Holiday/movie.mov") }
+    _ = try await tmux.waitForScreen("the finished line") {
+      $0.contains("✓ Received Holiday/movie.mov")
+    }
     try await tmux.run(["send-keys", "-t", "drop", "Enter"])
     let done = try await tmux.waitForScreen("the summary") { $0.contains("Forwarded 1 file") }
     #expect(done.contains("Forwarded 1 file (2.9 MiB)"))
@@ -108,7 +113,9 @@ struct TerminalTests {
       CommandProcess.binary.path, "--no-qr", "--port", "0", "--bind", "127.0.0.1", "--staging",
       folder.path("staging").path,
     ].map { "'" + $0 + "'" }.joined(separator: " ")
-    try await tmux.run(["new-session", "-d", "-s", "drop", "-x", "100", "-y", "40", command + "; sleep 30"])
+    try await tmux.run([
+      "new-session", "-d", "-s", "drop", "-x", "100", "-y", "40", command + "; sleep 30",
+    ])
     let screen = try await tmux.waitForScreen("the address") { $0.contains("http://127.0.0.1:") }
     #expect(!screen.contains("▀") && !screen.contains("▄"))
     try await tmux.run(["send-keys", "-t", "drop", "Enter"])

@@ -49,7 +49,9 @@ struct ArgumentParser {
   ]
 
   /// Parses `arguments` (without the program name).
-  static func parse(_ arguments: [String], environment: [String: String]) throws(UsageError)
+  static func parse(
+    _ arguments: [String], environment: [String: String]
+  ) throws(UsageError)
     -> ParsedCommand
   {
     var values: [(flag: String, value: String?)] = []
@@ -147,7 +149,9 @@ struct ArgumentParser {
       switch flag {
       case "--to": destinationText = value
       case "--bind": options.bindAddress = try ipAddress(flag, value)
-      case "--port": options.port = try integer(flag, value, in: 0...65535, expected: "a port number from 0 to 65535")
+      case "--port":
+        options.port = try integer(
+          flag, value, in: 0...65535, expected: "a port number from 0 to 65535")
       case "--staging":
         guard !value.isEmpty else { throw .badValue(flag, value, "a folder") }
         let path = (value as NSString).expandingTildeInPath
@@ -156,9 +160,11 @@ struct ArgumentParser {
       case "--max-file-size": options.maximumFileSize = try size(flag, value, allowZero: false)
       case "--reserve": options.reservedFreeSpace = try size(flag, value, allowZero: true)
       case "--max-connections":
-        options.maximumConnections = try integer(flag, value, in: 1...100_000, expected: "a whole number of at least 1")
+        options.maximumConnections = try integer(
+          flag, value, in: 1...100_000, expected: "a whole number of at least 1")
       case "--max-concurrent":
-        options.maximumConcurrentUploads = try integer(flag, value, in: 1...64, expected: "a whole number from 1 to 64")
+        options.maximumConcurrentUploads = try integer(
+          flag, value, in: 1...64, expected: "a whole number from 1 to 64")
       case "--idle-timeout": options.idleTimeout = try seconds(flag, value)
       case "--title":
         guard !value.isEmpty else { throw .badValue(flag, value, "a title can't be empty") }
@@ -208,7 +214,9 @@ struct ArgumentParser {
     return number
   }
 
-  private static func size(_ flag: String, _ value: String, allowZero: Bool) throws(UsageError) -> Int {
+  private static func size(
+    _ flag: String, _ value: String, allowZero: Bool
+  ) throws(UsageError) -> Int {
     guard let bytes = ByteSize.parse(value), allowZero || bytes > 0 else {
       throw .badValue(flag, value, "a size in bytes, or with a unit: 500K, 20M, 8G, 1T")
     }
@@ -231,13 +239,16 @@ struct ArgumentParser {
     return value
   }
 
-  private static func extensions(_ flag: String, _ value: String) throws(UsageError) -> Set<String> {
+  private static func extensions(_ flag: String, _ value: String) throws(UsageError) -> Set<String>
+  {
     var result = Set<String>()
     for part in value.split(separator: ",", omittingEmptySubsequences: false) {
       var item = part.trimmingCharacters(in: .whitespaces).lowercased()
       if item.hasPrefix(".") { item.removeFirst() }
-      guard !item.isEmpty, !item.contains(where: { "/\\.*?".contains($0) || $0.isWhitespace }) else {
-        throw .badValue(flag, value, "extensions without dots, separated by commas, e.g. pdf,jpg,mp3")
+      guard !item.isEmpty, !item.contains(where: { "/\\.*?".contains($0) || $0.isWhitespace })
+      else {
+        throw .badValue(
+          flag, value, "extensions without dots, separated by commas, e.g. pdf,jpg,mp3")
       }
       result.insert(item)
     }
@@ -249,7 +260,8 @@ struct ArgumentParser {
     let valid =
       !value.isEmpty && value.count <= 35
       && parts.allSatisfy { part in
-        (1...8).contains(part.count) && part.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber) }
+        (1...8).contains(part.count)
+          && part.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber) }
       } && parts[0].allSatisfy(\.isLetter) && (2...8).contains(parts[0].count)
     guard valid else { throw .badValue(flag, value, "a language code such as en, es or pt-BR") }
     return value
@@ -262,14 +274,17 @@ struct ArgumentParser {
     return value
   }
 
-  private static func strings(_ flag: String, _ value: String) throws(UsageError) -> [String: String] {
+  private static func strings(
+    _ flag: String, _ value: String
+  ) throws(UsageError) -> [String: String] {
     guard let data = FileManager.default.contents(atPath: value) else {
       throw .badValue(flag, value, "the file can't be read")
     }
     guard let object = try? JSONSerialization.jsonObject(with: data),
       let strings = object as? [String: String]
     else {
-      throw .badValue(flag, value, "it must hold a JSON object of strings, e.g. {\"title\": \"Drop here\"}")
+      throw .badValue(
+        flag, value, "it must hold a JSON object of strings, e.g. {\"title\": \"Drop here\"}")
     }
     return strings
   }
@@ -277,15 +292,19 @@ struct ArgumentParser {
   private static func pageDirectory(_ flag: String, _ value: String) throws(UsageError) -> URL {
     let path = (value as NSString).expandingTildeInPath
     var isDirectory: ObjCBool = false
-    guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue,
-      FileManager.default.fileExists(atPath: (path as NSString).appendingPathComponent("index.html"))
+    guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory),
+      isDirectory.boolValue,
+      FileManager.default.fileExists(
+        atPath: (path as NSString).appendingPathComponent("index.html"))
     else {
       throw .badValue(flag, value, "a folder holding index.html")
     }
     return URL(filePath: path, directoryHint: .isDirectory).standardizedFileURL
   }
 
-  private static func collisionPolicy(_ flag: String, _ value: String) throws(UsageError) -> CollisionPolicy {
+  private static func collisionPolicy(
+    _ flag: String, _ value: String
+  ) throws(UsageError) -> CollisionPolicy {
     switch value.lowercased() {
     case "rename": return .rename
     case "replace": return .replace

@@ -19,7 +19,8 @@ struct BatchFolderPattern: Sendable, Equatable {
       throw .badValue(flag, text, "a folder name is needed, for example \"{date} {time}\"")
     }
     guard !text.contains("/"), !text.hasPrefix("."), !text.contains(where: \.isASCIIControl) else {
-      throw .badValue(flag, text, "it must be a single folder name (no \"/\", not starting with \".\")")
+      throw .badValue(
+        flag, text, "it must be a single folder name (no \"/\", not starting with \".\")")
     }
     var rest = Substring(text)
     while let open = rest.firstIndex(of: "{") {

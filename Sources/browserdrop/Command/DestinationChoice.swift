@@ -69,7 +69,9 @@ enum DestinationChoice: Sendable {
     }
   }
 
-  private static func readPassword(file: String?, environment: [String: String])
+  private static func readPassword(
+    file: String?, environment: [String: String]
+  )
     throws(UsageError) -> String?
   {
     if let file {

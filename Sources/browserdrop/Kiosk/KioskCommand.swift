@@ -35,7 +35,8 @@ struct KioskCommand {
         try outbox.recover { pattern.folderName(date: Date(), number: $0) }
       }
     } catch {
-      return fail("Can't open the outbox in \(outbox.directory.path): \(error.localizedDescription)")
+      return fail(
+        "Can't open the outbox in \(outbox.directory.path): \(error.localizedDescription)")
     }
     BrowserDropServer.removeLeftovers(stagingRoot: root)
     let courier = Courier(

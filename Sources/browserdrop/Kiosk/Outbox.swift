@@ -111,7 +111,8 @@ struct Outbox: Sendable {
 
   private func takeNumber() throws -> Int {
     let counter = directory.appending(path: "next")
-    let stored = FileManager.default.contents(atPath: counter.path)
+    let stored =
+      FileManager.default.contents(atPath: counter.path)
       .flatMap { String(data: $0, encoding: .utf8) }
       .flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) } ?? 1
     let highest = try entries().map(\.number).max() ?? 0
@@ -124,7 +125,10 @@ struct Outbox: Sendable {
     guard rename(source.path, target.path) == 0 else {
       throw CocoaError(
         .fileWriteUnknown,
-        userInfo: [NSFilePathErrorKey: target.path, NSUnderlyingErrorKey: POSIXError(.init(rawValue: errno) ?? .EIO)])
+        userInfo: [
+          NSFilePathErrorKey: target.path,
+          NSUnderlyingErrorKey: POSIXError(.init(rawValue: errno) ?? .EIO),
+        ])
     }
     Durable.syncDirectory(directory)
     Durable.syncDirectory(source.deletingLastPathComponent())
@@ -155,7 +159,8 @@ struct Outbox: Sendable {
 /// flushed.
 enum Durable {
   static func write(_ data: Data, to url: URL) throws {
-    let temporary = url.deletingLastPathComponent().appending(path: "." + url.lastPathComponent + ".tmp")
+    let temporary = url.deletingLastPathComponent().appending(
+      path: "." + url.lastPathComponent + ".tmp")
     let descriptor = open(temporary.path, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0o600)
     guard descriptor >= 0 else {
       throw CocoaError(.fileWriteNoPermission, userInfo: [NSFilePathErrorKey: temporary.path])

@@ -43,7 +43,8 @@ struct JSONReporter: Reporter {
       }
       return [
         ("event", .string("forwarded")), ("destination", .string(report.destination)),
-        ("files", .number(report.files.count)), ("bytes", .number(bytes)), ("renamed", .array(renamed)),
+        ("files", .number(report.files.count)), ("bytes", .number(bytes)),
+        ("renamed", .array(renamed)),
       ]
     case .forwardFailed(let message, let staging):
       return [

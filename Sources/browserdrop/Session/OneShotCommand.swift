@@ -15,7 +15,8 @@ struct OneShotCommand {
     do {
       ownsStaging = try StagingLock.acquire(root: options.stagingRoot)
     } catch {
-      return fail("Can't use the staging folder \(options.stagingRoot.path): \(error.localizedDescription)")
+      return fail(
+        "Can't use the staging folder \(options.stagingRoot.path): \(error.localizedDescription)")
     }
     // Another browserdrop uses this staging folder: its session folders are not leftovers.
     if ownsStaging {
@@ -54,7 +55,9 @@ struct OneShotCommand {
     return await forward(folder, to: choice, triggers: triggers)
   }
 
-  private func forward(_ folder: URL, to choice: DestinationChoice, triggers: Triggers) async -> Int32 {
+  private func forward(
+    _ folder: URL, to choice: DestinationChoice, triggers: Triggers
+  ) async -> Int32 {
     let subfolder = options.effectiveBatchFolder?.folderName(date: Date(), number: 1)
     let destination: any Destination
     do {

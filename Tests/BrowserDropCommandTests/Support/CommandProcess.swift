@@ -188,7 +188,9 @@ final class CommandProcess: Sendable {
   }
 
   /// Runs `browserdrop arguments` to the end with nothing on standard input.
-  static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> (
+  static func run(
+    _ arguments: [String], environment: [String: String] = [:]
+  ) async throws -> (
     status: Int32, output: String, error: String
   ) {
     let command = try CommandProcess(arguments, environment: environment)

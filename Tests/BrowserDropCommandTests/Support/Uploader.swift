@@ -13,7 +13,9 @@ enum Uploader {
   }
 
   /// Starts an upload and returns the running curl process.
-  static func start(_ file: URL, as path: String, port: Int, rate: String? = nil) throws -> (
+  static func start(
+    _ file: URL, as path: String, port: Int, rate: String? = nil
+  ) throws -> (
     Process, Pipe
   ) {
     let allowed = CharacterSet(
