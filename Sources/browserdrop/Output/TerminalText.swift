@@ -32,15 +32,6 @@ enum TerminalText {
     "'" + escaped(text) + "'"
   }
 
-  /// Shortens `text` to at most `width` characters, marking the cut with `…` in the middle so
-  /// both the start of a name and its extension stay visible.
-  static func truncated(_ text: String, to width: Int) -> String {
-    guard text.count > width, width > 1 else { return text }
-    let tail = (width - 1) / 2
-    let head = width - 1 - tail
-    return String(text.prefix(head)) + "…" + String(text.suffix(tail))
-  }
-
   /// The terminal's width in columns (80 when it can't be told).
   static func columns(of descriptor: Int32 = STDOUT_FILENO) -> Int {
     var size = winsize()
