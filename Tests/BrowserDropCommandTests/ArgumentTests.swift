@@ -31,6 +31,9 @@ struct ArgumentTests {
     .init(arguments: ["--to", "smb://"], named: "--to"),
     .init(arguments: ["--to", "smb://host"], named: "--to"),
     .init(arguments: ["--on-conflict", "merge"], named: "--on-conflict"),
+    .init(arguments: ["--durability", "sometimes"], named: "--durability"),
+    .init(arguments: ["--content-check", "mp3"], named: "--content-check"),
+    .init(arguments: ["--content-check", "audio/*,/x"], named: "--content-check"),
     .init(arguments: ["--max-connections", "0"], named: "--max-connections"),
     .init(arguments: ["--max-concurrent", "many"], named: "--max-concurrent"),
     .init(arguments: ["--idle-timeout", "0"], named: "--idle-timeout"),
@@ -90,6 +93,7 @@ struct ArgumentTests {
         "--max-connections", "--max-concurrent", "--idle-timeout", "--title", "--language",
         "--accent", "--strings", "--page", "--on-conflict", "--kiosk", "--quiet-period", "--json",
         "--no-qr", "--help", "--version", "--batch-folder", "--smb-password-file",
+        "--durability", "--content-check",
         "BROWSERDROP_SMB_PASSWORD", "CREDENTIALS_DIRECTORY",
       ]
       for name in flags {
@@ -134,6 +138,29 @@ struct ArgumentTests {
     command.send(SIGINT)
     #expect(try await command.waitForExit() == 0)
     #expect(TemporaryFolder.files(in: folder.path("dest")) == ["drop 1/scan.pdf"])
+  }
+
+  @Test("--content-check and --durability reach the server")
+  func contentCheckAndDurability() async throws {
+    let folder = try TemporaryFolder()
+    let strict = try CommandProcess([
+      "--json", "--port=0", "--bind", "127.0.0.1", "--staging", folder.path("a").path,
+      "--content-check", "application/pdf,image/*", "--durability=off",
+    ])
+    defer { Task { await strict.stop() } }
+    let port = try await strict.listeningPort()
+    let text = folder.path("notes.txt")
+    try Data("plain words, not a PDF\n".utf8).write(to: text)
+    #expect(try await Uploader.upload(text, as: "notes.txt", port: port) == 400)
+    let elf = URL(filePath: "/bin/true")
+    let relaxed = try CommandProcess([
+      "--json", "--port=0", "--bind", "127.0.0.1", "--staging", folder.path("b").path,
+      "--content-check=off",
+    ])
+    defer { Task { await relaxed.stop() } }
+    let relaxedPort = try await relaxed.listeningPort()
+    // With checking off, even an executable named as a song is taken as it is.
+    #expect(try await Uploader.upload(elf, as: "song.mp3", port: relaxedPort) == 201)
   }
 
   @Test("A taken port is a runtime failure (exit 1) with a sentence, not a usage error")

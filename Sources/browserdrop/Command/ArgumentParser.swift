@@ -32,6 +32,8 @@ struct ArgumentParser {
     "--max-connections": .value("a whole number"),
     "--max-concurrent": .value("a whole number"),
     "--idle-timeout": .value("a number of seconds"),
+    "--durability": .value("on or off"),
+    "--content-check": .value("disguised, off, or MIME patterns such as audio/*,application/pdf"),
     "--title": .value("the page's title"),
     "--language": .value("a language code such as en or pt-BR"),
     "--accent": .value("a colour as #RRGGBB"),
@@ -166,6 +168,8 @@ struct ArgumentParser {
         options.maximumConcurrentUploads = try integer(
           flag, value, in: 1...64, expected: "a whole number from 1 to 64")
       case "--idle-timeout": options.idleTimeout = try seconds(flag, value)
+      case "--durability": options.durability = try onOff(flag, value)
+      case "--content-check": options.contentPolicy = try contentPolicy(flag, value)
       case "--title":
         guard !value.isEmpty else { throw .badValue(flag, value, "a title can't be empty") }
         options.pageSettings.title = value
@@ -300,6 +304,34 @@ struct ArgumentParser {
       throw .badValue(flag, value, "a folder holding index.html")
     }
     return URL(filePath: path, directoryHint: .isDirectory).standardizedFileURL
+  }
+
+  private static func onOff(_ flag: String, _ value: String) throws(UsageError) -> Bool {
+    switch value.lowercased() {
+    case "on": return true
+    case "off": return false
+    default: throw .badValue(flag, value, "on or off")
+    }
+  }
+
+  /// `disguised`, `off`, or a comma-separated list of MIME patterns (`audio/*,application/pdf`).
+  private static func contentPolicy(
+    _ flag: String, _ value: String
+  ) throws(UsageError) -> ContentPolicy {
+    switch value.lowercased() {
+    case "disguised": return .rejectDisguised
+    case "off": return .off
+    default:
+      let patterns = value.split(separator: ",").map {
+        $0.trimmingCharacters(in: .whitespaces).lowercased()
+      }
+      let shape = /^(\*|[a-z0-9][a-z0-9.+-]*)\/(\*|[a-z0-9][a-z0-9.+-]*)$/
+      guard !patterns.isEmpty, patterns.allSatisfy({ $0.wholeMatch(of: shape) != nil }) else {
+        throw .badValue(
+          flag, value, "disguised, off, or MIME patterns such as audio/*,application/pdf")
+      }
+      return .strict(allowedTypes: patterns)
+    }
   }
 
   private static func collisionPolicy(

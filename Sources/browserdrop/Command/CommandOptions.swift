@@ -24,6 +24,8 @@ struct CommandOptions: Sendable {
   var maximumConnections = 64
   var maximumConcurrentUploads = 3
   var idleTimeout = 30.0
+  var durability = true
+  var contentPolicy = ContentPolicy.rejectDisguised
   var pageSettings = PageSettings()
   var pageDirectory: URL?
   var collisionPolicy = CollisionPolicy.rename
@@ -47,7 +49,9 @@ struct CommandOptions: Sendable {
       pageSettings: pageSettings,
       page: pageDirectory.map { .custom(directory: $0) } ?? .bundled,
       port: port,
-      bindAddress: bindAddress)
+      bindAddress: bindAddress,
+      durability: durability,
+      contentPolicy: contentPolicy)
   }
 
   /// The batch folder pattern in effect: the given one, or `{date} {time}` in kiosk mode.

@@ -35,8 +35,15 @@ enum HelpText {
       --max-connections N     Most connections open at once (default 64).
       --max-concurrent N      Uploads the page runs at once (default 3).
       --idle-timeout SECONDS  Close a connection silent for this long (default 30).
+      --durability on|off     Flush each file to the disk before answering the upload
+                              (default on). Off is faster; a power cut can then lose the
+                              last files that were acknowledged.
 
     LIMITS:
+      --content-check MODE    What each file's content may be, detected with libmagic:
+                              disguised (default) refuses an executable or script named as
+                              media, a document or text; off detects nothing; a list of MIME
+                              patterns such as audio/*,application/pdf accepts only those.
       --allow EXT[,EXT...]    Accept only these extensions, case-insensitive (default: any).
       --max-file-size SIZE    Largest accepted file: bytes, or 500K / 20M / 8G / 1T
                               (binary units: 1K = 1024 bytes). Default: no limit.
