@@ -5,7 +5,9 @@ import Testing
 /// restart that forwards the outbox with nothing lost and nothing duplicated.
 @Suite("Kiosk mode")
 struct KioskTests {
-  private static func start(
+  /// Starts the kiosk on a free port, staging in `folder/staging`, forwarding to `folder/dest`
+  /// in batch folders named `batch {n}`.
+  static func start(
     _ folder: TemporaryFolder, quietPeriod: String, _ extra: [String] = []
   ) throws -> CommandProcess {
     try CommandProcess(
@@ -16,7 +18,8 @@ struct KioskTests {
       ] + extra)
   }
 
-  private static func journal(_ folder: TemporaryFolder) -> [String] {
+  /// The outbox's journal entries (batches not yet delivered).
+  static func journal(_ folder: TemporaryFolder) -> [String] {
     let path = folder.path("staging/outbox/journal").path
     return ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? [])
       .filter { !$0.hasPrefix(".") }

@@ -121,6 +121,25 @@ final class CommandProcess: Sendable {
     }
   }
 
+  /// Waits until `count` JSON lines with `"event": name` have been written (from `start` on) and
+  /// returns them. Fails at once, with the output so far, when a `failing` event shows up.
+  @discardableResult
+  func waitForEvents(
+    _ name: String, count: Int, after start: Int = 0, failing: String? = nil,
+    timeout: Double = 30
+  ) async throws -> [JSONObject] {
+    try await waitFor("\(count) \(name) events", timeout: timeout) { () -> [JSONObject]? in
+      let events = self.events
+      guard start < events.count else { return count == 0 ? [] : nil }
+      if let failing, let bad = events[start...].first(where: { $0.event == failing }) {
+        Issue.record("\(failing): \(bad)")
+        return []
+      }
+      let matching = events[start...].filter { $0.event == name }
+      return matching.count >= count ? matching : nil
+    }
+  }
+
   /// Waits until a line of standard output contains `text`.
   @discardableResult
   func waitForLine(containing text: String, timeout: Double = 30) async throws -> String {
