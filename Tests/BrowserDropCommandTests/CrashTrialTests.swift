@@ -165,6 +165,46 @@ struct CrashTrialTests {
     try await Self.restartAndCheck(folder, quietPeriod: "0.3", expected: sources)
   }
 
+  /// The one crash point a poll can't hit: a local install is `link(temporary, final)` then
+  /// `unlink(temporary)`, so a kill between the two leaves the final file complete, the
+  /// temporary file still there (the same inode), and the manifest saying `installing`. The
+  /// state is built by hand, exactly as that kill leaves it, and the kiosk restarted on it.
+  @Test("kill -9 between installing a file and removing its temporary name")
+  func killBetweenLinkAndUnlink() async throws {
+    let folder = try TemporaryFolder()
+    let source = try folder.makeFile("src/a.bin", size: 300_000, seed: 9)
+    let outbox = folder.path("staging/outbox")
+    let batch = outbox.appending(path: "1")
+    let target = folder.path("dest/batch 1")
+    for made in [outbox.appending(path: "journal"), batch, target] {
+      try FileManager.default.createDirectory(at: made, withIntermediateDirectories: true)
+    }
+    try FileManager.default.copyItem(at: source, to: batch.appending(path: "a.bin"))
+    try Data(#"{"number":1,"folderName":"batch 1","source":"session-crashed"}"#.utf8)
+      .write(to: outbox.appending(path: "journal/1.json"))
+    try Data("2\n".utf8).write(to: outbox.appending(path: "next"))
+    let record =
+      #"{"destination":"file://\#(target.path)","size":300000,"source":"a.bin","#
+      + #""state":"installing","target":["a.bin"]}"#
+    try Data((record + "\n").utf8).write(to: batch.appending(path: ".browserdrop-forwarded"))
+    try FileManager.default.copyItem(at: source, to: target.appending(path: "a.bin"))
+    // The forwarder's temporary name: FNV-1a of the source path.
+    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+    for byte in "a.bin".utf8 {
+      hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3
+    }
+    let hex = String(hash, radix: 16)
+    let temporary = ".browserdrop-" + String(repeating: "0", count: 16 - hex.count) + hex + ".part"
+    #expect(link(target.appending(path: "a.bin").path, target.appending(path: temporary).path) == 0)
+
+    // Known bug (BrowserDropForwarding): the resume sees the temporary file, sends the file
+    // again through it (O_TRUNC on a hard link of the delivered file truncates that file in
+    // place while it is rewritten) and installs it as "a 2.bin".
+    await withKnownIssue("a kill between link(2) and unlink(2) delivers the file twice") {
+      try await Self.restartAndCheck(folder, quietPeriod: "60", expected: ["a.bin": source])
+    }
+  }
+
   // MARK: - Helpers
 
   /// Sends SIGKILL to the command started by this trial and waits for it.
