@@ -215,8 +215,10 @@ def main():
     data["W1_sha256"] = sha256(data["W1"])
     data["W3_sha256"] = sha256(data["W3"])
 
-    variants = [("durability on", True, True), ("durability off", False, True),
-                ("durability off, no sniffing", False, False)]
+    variants = [("durability on, sniffing on (the defaults)", True, True),
+                ("durability off, sniffing on", False, True),
+                ("durability on, sniffing off", True, False),
+                ("durability off, sniffing off", False, False)]
     results = {}
     disk = {"dd": [], "dd fdatasync": []}
     for round_number in range(CFG["REPS"]):

@@ -38,5 +38,17 @@ phase "fuzz" scripts/fuzz.sh 60
 phase "browser tests" env BROWSERDROP_TEST_HOST="$bin/BrowserDropTestHost" SE_OFFLINE=true SE_AVOID_STATS=true \
   timeout 600 .venv/bin/python -m pytest -q -p no:cacheprovider Tests/Browser
 
+# A few seconds of the project's benchmark: it proves Benchmarks/bench.py runs and verifies what it
+# stored; it asserts nothing about speed (that is Benchmarks/run.sh's job, on a quiet machine).
+bench_smoke() {
+  local scratch rc
+  scratch=$(mktemp -d /tmp/browserdrop-bench-smoke.XXXXXX)
+  SMOKE=1 SCRATCH="$scratch" BROWSERDROP="$bin/browserdrop" timeout 300 python3 Benchmarks/bench.py
+  rc=$?
+  rm -rf "$scratch"
+  return $rc
+}
+phase "benchmark smoke" bench_smoke
+
 echo "phases: $passed passed, $failed failed"
 [[ $failed -eq 0 ]]
