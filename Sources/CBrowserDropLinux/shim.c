@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 #include <sys/eventfd.h>
+#include <malloc.h>
 #include <pthread.h>
 
 int cbd_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
@@ -70,3 +71,5 @@ int cbd_epollhup(void) { return EPOLLHUP; }
 int cbd_epolloneshot(void) { return EPOLLONESHOT; }
 
 void cbd_set_thread_name(const char *name) { pthread_setname_np(pthread_self(), name); }
+
+int cbd_release_free_memory(void) { return malloc_trim(0); }

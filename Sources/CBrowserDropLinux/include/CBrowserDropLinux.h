@@ -38,6 +38,9 @@ int cbd_free_bytes(const char *path, uint64_t *free_bytes);
 /* Names the calling thread (up to 15 bytes) for ps, perf and gdb. */
 void cbd_set_thread_name(const char *name);
 
+/* Hands free heap memory back to the kernel (glibc malloc_trim); returns 1 when some was. */
+int cbd_release_free_memory(void);
+
 /* Interface flags, so Swift does not need net/if.h's macros. */
 int cbd_iff_up(void);
 int cbd_iff_running(void);

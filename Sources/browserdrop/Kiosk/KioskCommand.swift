@@ -1,4 +1,5 @@
 import BrowserDrop
+import CBrowserDropLinux
 import Foundation
 import Synchronization
 
@@ -53,6 +54,11 @@ struct KioskCommand {
     var port = options.port
     var first = true
     while !stopRequested.isSet {
+      if !first {
+        // The previous session and its index of received files are gone: give the memory they
+        // held back, so a kiosk's footprint follows its largest batch, not its lifetime.
+        _ = try? await BlockingIO.run { cbd_release_free_memory() }
+      }
       let session: LiveSession
       do {
         session = try await LiveSession.start(
