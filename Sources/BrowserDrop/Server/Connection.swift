@@ -137,7 +137,8 @@ struct Connection {
   }
 
   /// Streams the body into the partial file, makes it durable, inspects it and asks the server
-  /// to store it. Returns the response to send.
+  /// to store it. Returns the response to send (a refusal when the name was taken meanwhile),
+  /// or the failure to report.
   private func receiveBody(
     of ticket: UploadTicket, expectsContinue: Bool, leftover: UnsafeRawBufferPointer
   ) async -> Result<[UInt8], BodyFailure> {
@@ -237,9 +238,7 @@ struct Connection {
     case .failure(let refusal):
       // `store` has already reported the failure; only the partial file is left to remove.
       unlink(partial)
-      try? await socket.write(
-        Response.refusal(refusal), deadline: ContinuousClock.now + idleTimeout)
-      return .success([])
+      return .success(Response.refusal(refusal))
     }
   }
 
