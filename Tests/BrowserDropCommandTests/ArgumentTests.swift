@@ -182,14 +182,9 @@ struct ArgumentTests {
 /// Small HTTP helpers over curl.
 enum HTTP {
   static func getJSON(_ url: String) async throws -> [String: Any] {
-    let process = Process()
-    process.executableURL = URL(filePath: "/usr/bin/curl")
-    process.arguments = ["-sS", "--max-time", "10", url]
-    let output = Pipe()
-    process.standardOutput = output
-    try process.run()
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    while process.isRunning { try await Task.sleep(for: .milliseconds(10)) }
+    let data = try await ChildProcess.run(
+      "/usr/bin/curl", ["-sS", "--max-time", "10", url], error: .inherit, timeout: .seconds(30)
+    ).output
     guard let object = try JSONSerialization.jsonObject(with: data) as? [String: Any] else {
       throw HarnessError(description: "not a JSON object: \(String(decoding: data, as: UTF8.self))")
     }

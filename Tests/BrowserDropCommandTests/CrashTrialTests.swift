@@ -118,16 +118,32 @@ struct CrashTrialTests {
     switch moment {
     case .afterLastUpload: break
     case .journalWritten:
-      // The entry lives only as long as the delivery: when a look misses it, the first file
-      // at the destination says the moment has passed, and the kill lands a little later.
-      try await Self.waitUntil("a journal entry", timeout: 20, every: .milliseconds(2)) {
-        Self.entries(journal).contains { $0.hasSuffix(".json") && !$0.hasPrefix(".") }
-          || !Self.allFiles(in: dest).isEmpty
+      // The entry is written just before `batchClosed` and lives only as long as the delivery,
+      // so a look can miss it under load. The first later point seen is where the kill lands
+      // then: `batchClosed` printed, or a file at the destination; what was hit is printed.
+      let events = command.events.count
+      var reached = ""
+      try await Self.waitUntil(
+        "a journal entry", timeout: 60, every: .milliseconds(2),
+        output: { command.outputLines }
+      ) {
+        if Self.entries(journal).contains(where: { $0.hasSuffix(".json") && !$0.hasPrefix(".") }) {
+          reached = "journal entry"
+        } else if command.events.dropFirst(events).contains(where: { $0.event == "batchClosed" }) {
+          reached = "batchClosed (journal entry missed)"
+        } else if !Self.allFiles(in: dest).isEmpty {
+          reached = "a delivered file (journal entry missed)"
+        }
+        return !reached.isEmpty
       }
-    case .batchClosed: try await command.waitForEvent("batchClosed")
-    case .forwardStarted: try await command.waitForEvent("forwardStarted")
+      print("crash trial \(trial) (\(moment)): killed at \(reached)")
+    case .batchClosed: try await command.waitForEvent("batchClosed", timeout: 60)
+    case .forwardStarted: try await command.waitForEvent("forwardStarted", timeout: 60)
     case .firstDelivered:
-      try await Self.waitUntil("a delivered file", timeout: 20, every: .milliseconds(2)) {
+      try await Self.waitUntil(
+        "a delivered file", timeout: 60, every: .milliseconds(2),
+        output: { command.outputLines }
+      ) {
         !TemporaryFolder.files(in: dest).isEmpty
       }
     }
@@ -176,10 +192,11 @@ struct CrashTrialTests {
     try await Self.restartAndCheck(folder, quietPeriod: "0.3", expected: sources)
   }
 
-  /// The one crash point a poll can't hit: a local install is `link(temporary, final)` then
-  /// `unlink(temporary)`, so a kill between the two leaves the final file complete, the
-  /// temporary file still there (the same inode), and the manifest saying `installing`. The
-  /// state is built by hand, exactly as that kill leaves it, and the kiosk restarted on it.
+  /// The one crash point a poll can't hit: where renameat2(RENAME_NOREPLACE) is unavailable a
+  /// local install is `link(temporary, final)` then `unlink(temporary)`, so a kill between the
+  /// two leaves the final file complete, the temporary file still there (the same inode), and
+  /// the manifest saying `installing`. The state is built by hand, exactly as that kill leaves
+  /// it, and the kiosk restarted on it: the resume must accept the file once, untouched.
   @Test("kill -9 between installing a file and removing its temporary name")
   func killBetweenLinkAndUnlink() async throws {
     let folder = try TemporaryFolder()
@@ -208,12 +225,7 @@ struct CrashTrialTests {
     let temporary = ".browserdrop-" + String(repeating: "0", count: 16 - hex.count) + hex + ".part"
     #expect(link(target.appending(path: "a.bin").path, target.appending(path: temporary).path) == 0)
 
-    // Known bug (BrowserDropForwarding): the resume sees the temporary file, sends the file
-    // again through it (O_TRUNC on a hard link of the delivered file truncates that file in
-    // place while it is rewritten) and installs it as "a 2.bin".
-    await withKnownIssue("a kill between link(2) and unlink(2) delivers the file twice") {
-      try await Self.restartAndCheckStrictly(folder, quietPeriod: "60", expected: ["a.bin": source])
-    }
+    try await Self.restartAndCheck(folder, quietPeriod: "60", expected: ["a.bin": source])
   }
 
   // MARK: - Helpers
@@ -228,26 +240,9 @@ struct CrashTrialTests {
   /// Restarts the kiosk on the same staging root and destination, waits until every batch it
   /// recovered has been forwarded (its `notice` says how many; one `forwarded` event each),
   /// stops it, and checks the destination holds exactly `expected` (destination path under
-  /// `batch 1/` → source) byte for byte, and that the outbox is empty.
-  ///
-  /// One failure is a known bug (see `killBetweenLinkAndUnlink`): a kill that lands between
-  /// `link(2)` and `unlink(2)` of a local install makes the resume deliver that file again as
-  /// "x 2.bin". Seen in about one run in three of the 10 mid-forward trials. Only issues that
-  /// name such a copy are treated as known; anything else fails the trial.
+  /// `batch 1/` → source) byte for byte, and that the outbox is empty. Every issue is a failure:
+  /// a copy delivered twice ("x 2.bin") included.
   static func restartAndCheck(
-    _ folder: TemporaryFolder, quietPeriod: String, expected: [String: URL]
-  ) async throws {
-    try await withKnownIssue(
-      "a kill between link(2) and unlink(2) delivers a file twice", isIntermittent: true
-    ) {
-      try await restartAndCheckStrictly(folder, quietPeriod: quietPeriod, expected: expected)
-    } matching: { issue in
-      String(describing: issue).contains(" 2.bin")
-    }
-  }
-
-  /// `restartAndCheck` with every issue a failure.
-  static func restartAndCheckStrictly(
     _ folder: TemporaryFolder, quietPeriod: String, expected: [String: URL]
   ) async throws {
     let restarted = try KioskTests.start(folder, quietPeriod: quietPeriod)
@@ -323,15 +318,17 @@ struct CrashTrialTests {
     }
   }
 
-  /// Polls `condition` (a file-system state no event line announces) until it holds.
+  /// Polls `condition` (a file-system state no event line announces) until it holds; on a
+  /// timeout the error carries `output` (the command's lines so far).
   static func waitUntil(
     _ what: String, timeout: Double, every interval: Duration = .milliseconds(5),
-    _ condition: () -> Bool
+    output: () -> [String] = { [] }, _ condition: () -> Bool
   ) async throws {
     let deadline = Date().addingTimeInterval(timeout)
     while !condition() {
       guard Date() < deadline else {
-        throw HarnessError(description: "timed out waiting for \(what)")
+        throw HarnessError(
+          description: "timed out waiting for \(what)\n\(output().joined(separator: "\n"))")
       }
       try await Task.sleep(for: interval)
     }
@@ -339,26 +336,11 @@ struct CrashTrialTests {
 
   /// SHA-256 digests (hex) of `files`, in order, from one `sha256sum` run.
   static func sha256(_ files: [URL]) async throws -> [String] {
-    let output = FileManager.default.temporaryDirectory.appending(
-      path: "browserdrop-sha-\(UUID().uuidString)")
-    _ = FileManager.default.createFile(atPath: output.path, contents: nil)
-    defer { try? FileManager.default.removeItem(at: output) }
-    let process = Process()
-    process.executableURL = URL(filePath: "/usr/bin/sha256sum")
-    process.arguments = ["--"] + files.map(\.path)
-    process.standardOutput = try FileHandle(forWritingTo: output)
-    try process.run()
-    let deadline = Date().addingTimeInterval(60)
-    while process.isRunning {
-      guard Date() < deadline else {
-        kill(process.processIdentifier, SIGKILL)
-        throw HarnessError(description: "sha256sum did not finish")
-      }
-      try await Task.sleep(for: .milliseconds(10))
-    }
-    let lines = String(decoding: try Data(contentsOf: output), as: UTF8.self).split(separator: "\n")
-    guard process.terminationStatus == 0, lines.count == files.count else {
-      throw HarnessError(description: "sha256sum failed: \(lines)")
+    let (termination, output) = try await ChildProcess.run(
+      "/usr/bin/sha256sum", ["--"] + files.map(\.path), error: .inherit)
+    let lines = String(decoding: output, as: UTF8.self).split(separator: "\n")
+    guard termination == .exited(0), lines.count == files.count else {
+      throw HarnessError(description: "sha256sum failed: \(termination) \(lines)")
     }
     return lines.map { String($0.prefix(64)) }
   }

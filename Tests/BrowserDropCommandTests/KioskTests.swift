@@ -59,20 +59,37 @@ struct KioskTests {
   @Test("A batch stays open while an upload is in flight")
   func inFlightKeepsTheBatchOpen() async throws {
     let folder = try TemporaryFolder()
-    let command = try Self.start(folder, quietPeriod: "0.3")
+    let quietPeriod = 0.3
+    let command = try Self.start(folder, quietPeriod: "\(quietPeriod)")
     defer { Task { await command.stop() } }
     let port = try await command.listeningPort()
     let small = try folder.makeFile("small.bin", size: 1_000)
     let slow = try folder.makeFile("slow.bin", size: 300_000)
-    let upload = try Uploader.start(slow, as: "slow.bin", port: port, rate: "200K")
-    try await command.waitForEvent("uploadStarted")
+    let body = try Data(contentsOf: slow)
+    // The slow upload's body is fed by the test: in flight until the test sends the rest,
+    // whatever the load.
+    let upload = try Uploader.startFed(as: "slow.bin", size: body.count, port: port)
+    defer { upload.signal(SIGKILL) }
+    #expect(upload.write(body.prefix(100_000)))
+    try await command.waitForEvent("uploadStarted") { $0.string("path") == "slow.bin" }
     #expect(try await Uploader.upload(small, as: "small.bin", port: port) == 201)
+    try await command.waitForEvent("uploadFinished") { $0.string("path") == "small.bin" }
+    // Quiet (but for the upload in flight) for many times the quiet period: the batch stays
+    // open.
+    try await Task.sleep(for: .seconds(quietPeriod * 10))
+    let names = command.events.compactMap(\.event)
+    #expect(!names.contains("batchClosed"), "\(names)")
+    #expect(upload.write(body.dropFirst(100_000)))
+    upload.closeInput()
     #expect(try await Uploader.status(of: upload) == 201)
+    let closed = try await command.waitForEvent("batchClosed")
+    #expect(closed.int("files") == 2, "\(closed)")
     try await command.waitForEvent("forwarded")
     command.send(SIGTERM)
     #expect(try await command.waitForExit() == 0)
     #expect(
       TemporaryFolder.files(in: folder.path("dest")) == ["batch 1/slow.bin", "batch 1/small.bin"])
+    #expect(try Data(contentsOf: folder.path("dest/batch 1/slow.bin")) == body)
   }
 
   @Test("kill -9 during uploads, then a restart: complete files are forwarded once")

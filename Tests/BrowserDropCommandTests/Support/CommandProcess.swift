@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Glibc
 import Testing
 
 /// Errors of the test harness, with what was seen so far.
@@ -9,8 +9,9 @@ struct HarnessError: Error, CustomStringConvertible {
 
 /// The built `browserdrop` binary, run as a subprocess with its standard streams captured.
 ///
-/// Output is read by a dedicated thread per stream; waits poll the captured lines with a
-/// deadline, so a test never sleeps in the hope that something happened.
+/// Spawned with `posix_spawn` (`ChildProcess`): output is read by a dedicated thread per stream
+/// and the exit reaped by another; waits poll the captured lines with a deadline, so a test never
+/// sleeps in the hope that something happened.
 final class CommandProcess: Sendable {
   /// Where the binary is: `BROWSERDROP_BINARY`, or next to the test bundle.
   static var binary: URL {
@@ -28,61 +29,21 @@ final class CommandProcess: Sendable {
     return executable.deletingLastPathComponent().appending(path: "browserdrop")
   }
 
-  private struct Captured {
-    var stdout = Data()
-    var stderr = Data()
-    var stdoutClosed = false
-    var stderrClosed = false
-  }
-
-  private let process: Process
-  private let input: Pipe
-  private let captured = Mutex(Captured())
+  private let child: ChildProcess
 
   /// The process ID, for signals.
-  var pid: Int32 { process.processIdentifier }
+  var pid: Int32 { child.pid }
 
   /// Starts `browserdrop arguments` with `environment` added to a clean environment.
   init(_ arguments: [String], environment: [String: String] = [:]) throws {
-    process = Process()
-    process.executableURL = Self.binary
-    process.arguments = arguments
     var env = ["PATH": "/usr/bin:/bin", "HOME": NSTemporaryDirectory(), "LANG": "C.UTF-8"]
     env.merge(environment) { $1 }
-    process.environment = env
-    input = Pipe()
-    let output = Pipe()
-    let errors = Pipe()
-    process.standardInput = input
-    process.standardOutput = output
-    process.standardError = errors
-    try process.run()
-    startReading(output.fileHandleForReading, isStandardOutput: true)
-    startReading(errors.fileHandleForReading, isStandardOutput: false)
-  }
-
-  private func startReading(_ handle: FileHandle, isStandardOutput: Bool) {
-    let thread = Thread { [self] in
-      while true {
-        let data = handle.availableData
-        self.captured.withLock { state in
-          if isStandardOutput {
-            state.stdout.append(data)
-            if data.isEmpty { state.stdoutClosed = true }
-          } else {
-            state.stderr.append(data)
-            if data.isEmpty { state.stderrClosed = true }
-          }
-        }
-        if data.isEmpty { return }
-      }
-    }
-    thread.start()
+    child = try ChildProcess(Self.binary.path, arguments, environment: env, input: .pipe)
   }
 
   /// Complete lines written to standard output so far.
   var outputLines: [String] {
-    let data = captured.withLock { $0.stdout }
+    let data = child.output
     let text = String(decoding: data, as: UTF8.self)
     var lines = text.components(separatedBy: "\n")
     lines.removeLast()
@@ -91,7 +52,7 @@ final class CommandProcess: Sendable {
 
   /// Everything written to standard error so far.
   var errorText: String {
-    String(decoding: captured.withLock { $0.stderr }, as: UTF8.self)
+    String(decoding: child.errorOutput, as: UTF8.self)
   }
 
   /// Standard output's lines parsed as JSON objects; a line that isn't one fails the test.
@@ -159,36 +120,40 @@ final class CommandProcess: Sendable {
 
   /// Writes a line to standard input (Enter).
   func pressEnter() {
-    input.fileHandleForWriting.write(Data("\n".utf8))
+    child.write(Data("\n".utf8))
   }
 
   /// Closes standard input (end of input).
   func closeInput() {
-    try? input.fileHandleForWriting.close()
+    child.closeInput()
   }
 
-  /// Sends `signal` to the process.
+  /// Sends `signal` to the process (never once it has been reaped).
   func send(_ signal: Int32) {
-    kill(process.processIdentifier, signal)
+    child.signal(signal)
   }
 
-  /// Waits for the process to exit and for its output to be read; returns the exit status.
+  /// Waits for the process to exit and for its output to be read; returns the exit status (the
+  /// signal's number when a signal ended it).
   func waitForExit(timeout: Double = 60) async throws -> Int32 {
-    _ = try await waitFor("exit", timeout: timeout) { () -> Bool? in
-      guard !self.process.isRunning else { return nil }
-      return self.captured.withLock { $0.stdoutClosed && $0.stderrClosed } ? true : nil
+    guard let termination = await child.wait(timeout: .milliseconds(Int(timeout * 1000))) else {
+      let state = child.termination.map { "exited (\($0)), output still open" } ?? "running"
+      throw HarnessError(
+        description: "timed out waiting for exit (\(state))\nstdout:\n"
+          + "\(outputLines.joined(separator: "\n"))\nstderr:\n\(errorText)")
     }
-    return process.terminationStatus
+    return termination.status
   }
 
   /// Whether the process exited because of a signal, and which.
   var terminationSignal: Int32? {
-    process.terminationReason == .uncaughtSignal ? process.terminationStatus : nil
+    if case .signalled(let signal) = child.termination { return signal }
+    return nil
   }
 
   /// Kills the process if it still runs (SIGKILL, by PID) and waits for it.
   func stop() async {
-    if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    child.signal(SIGKILL)
     _ = try? await waitForExit(timeout: 20)
   }
 

@@ -15,38 +15,43 @@ enum Uploader {
   /// Starts an upload and returns the running curl process.
   static func start(
     _ file: URL, as path: String, port: Int, rate: String? = nil
-  ) throws -> (
-    Process, Pipe
-  ) {
+  ) throws -> ChildProcess {
     let allowed = CharacterSet(
       charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~")
     let encoded = path.addingPercentEncoding(withAllowedCharacters: allowed) ?? path
-    let process = Process()
-    process.executableURL = URL(filePath: "/usr/bin/curl")
     var arguments = [
       "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
       "-H", "Content-Type: application/octet-stream", "--data-binary", "@" + file.path,
     ]
     if let rate { arguments += ["--limit-rate", rate] }
     arguments.append("http://127.0.0.1:\(port)/upload?path=\(encoded)")
-    process.arguments = arguments
-    let output = Pipe()
-    process.standardOutput = output
-    process.standardError = FileHandle.nullDevice
-    try process.run()
-    return (process, output)
+    return try ChildProcess("/usr/bin/curl", arguments, output: .pipe, error: .null)
+  }
+
+  /// Starts an upload of `size` bytes as `path` whose body the test writes to the returned
+  /// process (`write`, then `closeInput`): it stays in flight exactly as long as the test wants.
+  static func startFed(as path: String, size: Int, port: Int) throws -> ChildProcess {
+    let allowed = CharacterSet(
+      charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~")
+    let encoded = path.addingPercentEncoding(withAllowedCharacters: allowed) ?? path
+    // `-T -` streams standard input; the length given and `Transfer-Encoding` and `Expect`
+    // emptied, so the body is sent as it comes, with a Content-Length (no chunks).
+    let arguments = [
+      "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", "-T", "-",
+      "-H", "Content-Type: application/octet-stream", "-H", "Content-Length: \(size)",
+      "-H", "Transfer-Encoding:", "-H", "Expect:",
+      "http://127.0.0.1:\(port)/upload?path=\(encoded)",
+    ]
+    return try ChildProcess("/usr/bin/curl", arguments, input: .pipe, output: .pipe, error: .null)
   }
 
   /// Waits for a started upload and returns its HTTP status (0 when it did not complete).
-  static func status(of upload: (Process, Pipe)) async throws -> Int {
-    let (process, output) = upload
-    let deadline = Date().addingTimeInterval(120)
-    while process.isRunning, Date() < deadline {
-      try await Task.sleep(for: .milliseconds(20))
+  static func status(of upload: ChildProcess) async throws -> Int {
+    if await upload.wait(timeout: .seconds(120)) == nil {
+      upload.signal(SIGKILL)
+      _ = await upload.wait(timeout: .seconds(10))
     }
-    if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-    let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    return Int(text) ?? 0
+    return Int(String(decoding: upload.output, as: UTF8.self)) ?? 0
   }
 }
 
