@@ -37,7 +37,7 @@ let package = Package(
       plugins: ["PageEmbedderPlugin"]),
     .target(
       name: "BrowserDropForwarding",
-      dependencies: ["CSMBClient"],
+      dependencies: ["CSMBClient", "CBrowserDropLinux"],
       swiftSettings: upcoming),
     .executableTarget(
       name: "browserdrop",

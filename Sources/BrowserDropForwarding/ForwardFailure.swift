@@ -101,7 +101,8 @@ public struct ForwardFailure: Error, Sendable, Equatable, CustomStringConvertibl
       kind = operation == .transfer ? .connectionLost : .timedOut
     case EHOSTUNREACH, ENETUNREACH, EHOSTDOWN, ENETDOWN:
       kind = .unreachable
-    case ECONNABORTED, ECONNRESET, EPIPE, ENOTCONN:
+    case ECONNABORTED, ECONNRESET, ENETRESET, EPIPE, ENOTCONN:
+      // ENETRESET: what libsmbclient reports when smbd goes away under a write.
       kind = .connectionLost
     case EACCES, EPERM, EROFS:
       if operation == .connect && isSMB {

@@ -7,6 +7,7 @@
 #include <sys/eventfd.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <stdio.h>
 
 int cbd_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
 
@@ -56,6 +57,10 @@ int cbd_free_bytes(const char *path, uint64_t *free_bytes) {
   int rc = statvfs(path, &s);
   if (rc == 0) *free_bytes = (uint64_t)s.f_bavail * (uint64_t)s.f_frsize;
   return rc;
+}
+
+int cbd_renameat2_noreplace(const char *from, const char *to) {
+  return renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE);
 }
 
 int cbd_iff_up(void) { return IFF_UP; }

@@ -105,7 +105,11 @@ struct SMBFailureTests {
       source, to: destination, .timedOut,
       "Couldn't reach 127.0.0.1 — the connection timed out. "
         + "Check that the server is on and reachable from this network.")
-    #expect(ContinuousClock.now - started < .seconds(8))
+    // The kind and sentence above are the main check. The time shows the configured 1 s was
+    // used, not the 20 s default: with the default, the first unanswered request alone takes
+    // 20 s. It is not tighter because libsmbclient waits more than once before giving up, and
+    // under a full parallel run on 2 cores this took 12.9 s.
+    #expect(ContinuousClock.now - started < .seconds(19))
     try await resume(source, on: server)
   }
 
@@ -123,38 +127,86 @@ struct SMBFailureTests {
     try await resume(source, on: server)
   }
 
-  @Test func fullShareThenResumeAfterFreeingSpace() async throws {
-    let server = try TestSMBServer.fromEnvironment()
-    let scratch = try Scratch()
-    defer { scratch.remove() }
-    let tiny = server.directory("tiny")
-    // Leave about 5 MiB free, whatever earlier runs left behind.
-    var space = statvfs()
-    #expect(statvfs(tiny.path, &space) == 0)
-    let free = Int(space.f_bavail) * Int(space.f_frsize)
-    let filler = tiny.appendingPathComponent(uniqueName("filler"))
-    try Data(count: max(0, free - (5 << 20))).write(to: filler)
-    defer { try? FileManager.default.removeItem(at: filler) }
-    let files = [
-      "a.bin": bytes(1 << 20, seed: 11), "b.bin": bytes(8 << 20, seed: 12),
-      "c.bin": bytes(1 << 20, seed: 13),
-    ]
-    let source = try scratch.folder("drop", files)
-    let folder = uniqueName("full")
-    let destination = try server.destination("tiny", folder)
-    let arrived = tiny.appendingPathComponent(folder)
-    // The share is 20 MiB in all: leave it as empty as it was.
-    defer { try? FileManager.default.removeItem(at: arrived) }
-    await expectFailure(
-      source, to: destination, .destinationFull,
-      "The share “tiny” on 127.0.0.1 is full — “b.bin” didn't fit. "
-        + "Free up space there, then forward again.")
-    #expect(try contents(of: arrived) == ["a.bin": files["a.bin"]])
+  /// Every test that writes to the `tiny` share (a 20 MiB tmpfs) belongs here. The suite is
+  /// serialized, and each test also holds ``withTinyShare(_:_:)``'s lock, so neither another
+  /// test of this process nor another test process using the same smbd can take its space.
+  @Suite(.serialized)
+  struct TinyShare {
+    @Test func fullShareThenResumeAfterFreeingSpace() async throws {
+      let server = try TestSMBServer.fromEnvironment()
+      try await withTinyShare(server) { tiny in
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        // Everything this test writes is in its own folder, removed at the end.
+        let folder = uniqueName("full")
+        let own = tiny.appendingPathComponent(folder)
+        // Writable for smbd's guest user, like the share's root.
+        try FileManager.default.createDirectory(
+          at: own, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o777])
+        defer { try? FileManager.default.removeItem(at: own) }
+        // Leave about 5 MiB free, whatever earlier runs left behind.
+        let filler = own.appendingPathComponent("filler")
+        try Data(count: max(0, try freeBytes(tiny) - (5 << 20))).write(to: filler)
+        let files = [
+          "a.bin": bytes(1 << 20, seed: 11), "b.bin": bytes(8 << 20, seed: 12),
+          "c.bin": bytes(1 << 20, seed: 13),
+        ]
+        let source = try scratch.folder("drop", files)
+        let destination = try server.destination("tiny", folder + "/drop")
+        let arrived = own.appendingPathComponent("drop")
+        let failure = await #expect(throws: ForwardFailure.self) {
+          try await Forwarder().forward(folder: source, to: destination)
+        }
+        #expect(failure?.kind == .destinationFull)
+        #expect(
+          failure?.description == "The share “tiny” on 127.0.0.1 is full — “b.bin” didn't fit. "
+            + "Free up space there, then forward again.")
+        #expect(FileManager.default.fileExists(atPath: source.path))
+        #expect(try contents(of: arrived) == ["a.bin": files["a.bin"]])
 
-    try FileManager.default.removeItem(at: filler)
-    let report = try await Forwarder().forward(folder: source, to: destination)
-    #expect(try contents(of: arrived) == files)
-    #expect(report.resumedFiles == 1)
+        try FileManager.default.removeItem(at: filler)
+        // The rest must fit now; wait (bounded) in case smbd still holds the partial b.bin.
+        let needed = files["b.bin"]!.count + files["c.bin"]!.count + (1 << 20)
+        let deadline = ContinuousClock.now + .seconds(10)
+        while try freeBytes(tiny) < needed, ContinuousClock.now < deadline {
+          try await Task.sleep(for: .milliseconds(50))
+        }
+        do {
+          let report = try await Forwarder().forward(folder: source, to: destination)
+          #expect(try contents(of: arrived) == files)
+          #expect(report.resumedFiles == 1)
+        } catch {
+          let listing = FileManager.default.enumerator(atPath: tiny.path)?.allObjects ?? []
+          Issue.record(
+            "resume failed: \(error); \(try freeBytes(tiny)) bytes free; in tiny: \(listing)")
+        }
+      }
+    }
+
+    /// Free bytes on the file system holding `folder`.
+    private func freeBytes(_ folder: URL) throws -> Int {
+      var space = statvfs()
+      guard statvfs(folder.path, &space) == 0 else { throw POSIXError(.EIO) }
+      return Int(space.f_bavail) * Int(space.f_frsize)
+    }
+
+    /// Runs `body` with the `tiny` share's folder while holding an exclusive flock(2) on
+    /// `$BROWSERDROP_TEST_SMB_BASE/tiny.lock`, so test processes sharing one smbd take turns.
+    private func withTinyShare(
+      _ server: TestSMBServer, _ body: (URL) async throws -> Void
+    ) async throws {
+      let fd = open(server.base.appendingPathComponent("tiny.lock").path, O_RDWR | O_CREAT, 0o644)
+      guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+      defer { close(fd) }
+      let deadline = ContinuousClock.now + .seconds(300)
+      while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+        guard errno == EWOULDBLOCK || errno == EINTR, ContinuousClock.now < deadline else {
+          throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+        }
+        try await Task.sleep(for: .milliseconds(50))
+      }
+      try await body(server.directory("tiny"))
+    }
   }
 
   @Test func smbdStoppedMidTransferThenResumed() async throws {

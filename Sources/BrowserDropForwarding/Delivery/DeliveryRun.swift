@@ -174,12 +174,28 @@ struct DeliveryRun {
         Array(record.target.dropLast()) + [
           NameRules.temporaryName(for: file.relativeText)
         ]
-      let temporaryLeft = try await fileSystem.entry(at: temporary) != nil
-      if found == .file(size: 0) && file.size > 0 {
+      var temporaryLeft = try await fileSystem.entry(at: temporary) != nil
+      if temporaryLeft, try await fileSystem.sameFile(temporary, record.target) {
+        // Stopped between link(2) and unlink(2) of a local install: the file is in place under
+        // both names. Drop the temporary one; never write through it (it is the same inode).
+        await fileSystem.removeQuietly(temporary)
+        temporaryLeft = false
+        if found != .file(size: file.size) {
+          // Ours, but changed since: remove it and send the file again.
+          await fileSystem.removeQuietly(record.target)
+          return false
+        }
+      } else if temporaryLeft, file.size == 0, found == .file(size: 0) {
+        // An empty file whose empty claim (SMB) is already what it should be.
+        await fileSystem.removeQuietly(temporary)
+        temporaryLeft = false
+      } else if found == .file(size: 0) && file.size > 0 {
         // Our empty claim: free the name again.
         await fileSystem.removeQuietly(record.target)
         return false
       }
+      // A file of the right size with the temporary file still there is someone else's (the
+      // stop came before the claim): send ours again.
       guard found == .file(size: file.size), !temporaryLeft else { return false }
       try await manifest.append(.delivered, source: file, target: record.target)
     }

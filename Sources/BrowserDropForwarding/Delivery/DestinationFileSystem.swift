@@ -20,7 +20,8 @@ protocol DestinationFileSystem: Sendable {
   func entry(at path: RelativePath) async throws -> EntryKind?
   /// Creates a folder; false when something already has that name.
   func makeDirectory(at path: RelativePath) async throws -> Bool
-  /// Writes `source` to `temporary` (created or truncated), reporting bytes written so far.
+  /// Writes `source` to `temporary`, reporting bytes written so far. A leftover file at
+  /// `temporary` is replaced, never written through: it may be another name of a delivered file.
   func upload(
     _ source: SourceFile, to temporary: RelativePath,
     progress: @Sendable (Int64) async -> Void
@@ -31,6 +32,9 @@ protocol DestinationFileSystem: Sendable {
     _ temporary: RelativePath, at final: RelativePath, replacing: Bool
   ) async throws
     -> Bool
+  /// Whether both paths are names of one file (a local install cut short between link(2) and
+  /// unlink(2)); false when either is missing, and always on SMB, where a rename is one step.
+  func sameFile(_ first: RelativePath, _ second: RelativePath) async throws -> Bool
   /// Removes a file, ignoring failures: used to clean up after an error.
   func removeQuietly(_ path: RelativePath) async
   /// The SHA-256 digest of a file, read back from the destination.

@@ -1,3 +1,4 @@
+internal import CBrowserDropLinux
 import Foundation
 import Glibc
 
@@ -64,7 +65,14 @@ struct LocalFileSystem: DestinationFileSystem {
     let input = try await Self.openSource(source)
     defer { Glibc.close(input) }
     let output = try await DedicatedThread.localIO.run { [self] in
-      let fd = Glibc.open(path(temporary), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+      // A leftover temporary name may be a second name of a delivered file (a kill between
+      // link(2) and unlink(2)), so it is never opened and truncated: its name is removed and
+      // a new file created in its place.
+      guard unlink(path(temporary)) == 0 || errno == ENOENT else {
+        throw failure(.last("unlink"), .modify, source.relative)
+      }
+      let fd = Glibc.open(
+        path(temporary), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
       guard fd >= 0 else { throw failure(.last("open"), .modify, source.relative) }
       return fd
     }
@@ -150,16 +158,38 @@ struct LocalFileSystem: DestinationFileSystem {
         guard rename(path(temporary), path(final)) == 0 else {
           throw failure(.last("rename"), .modify, final)
         }
-      } else {
-        // link(2) never overwrites: the name check and the install are one atomic step.
-        guard link(path(temporary), path(final)) == 0 else {
-          if errno == EEXIST { return false }
-          throw failure(.last("link"), .modify, final)
+      } else if cbd_renameat2_noreplace(path(temporary), path(final)) != 0 {
+        // renameat2(RENAME_NOREPLACE) never overwrites and leaves one name: the name check
+        // and the install are one atomic step.
+        switch errno {
+        case EEXIST: return false
+        case EINVAL, ENOSYS:
+          // A file system or kernel without RENAME_NOREPLACE: link(2) never overwrites either,
+          // but a kill before unlink(2) leaves the file under both names; a resume sees that
+          // (`sameFile`) and drops the temporary name.
+          guard link(path(temporary), path(final)) == 0 else {
+            if errno == EEXIST { return false }
+            throw failure(.last("link"), .modify, final)
+          }
+          unlink(path(temporary))
+        default:
+          throw failure(.last("renameat2"), .modify, final)
         }
-        unlink(path(temporary))
       }
       try syncDirectory(of: final)
       return true
+    }
+  }
+
+  func sameFile(_ first: RelativePath, _ second: RelativePath) async throws -> Bool {
+    try await DedicatedThread.localIO.run { [self] in
+      var one = stat()
+      var two = stat()
+      guard lstat(path(first), &one) == 0, lstat(path(second), &two) == 0 else {
+        if errno == ENOENT { return false }
+        throw failure(.last("lstat"), .inspect, second)
+      }
+      return one.st_dev == two.st_dev && one.st_ino == two.st_ino
     }
   }
 

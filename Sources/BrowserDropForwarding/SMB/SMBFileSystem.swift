@@ -163,12 +163,19 @@ struct SMBFileSystem: DestinationFileSystem {
       do throws(SystemError) {
         try context.rename(root + temporary, to: root + final)
       } catch {
-        if !replacing { try? context.unlink(root + final) }
+        // Free the claim, but only while it is still empty: if the rename happened and only
+        // its answer was lost, the file is in place and a resume accepts it.
+        if !replacing, let info = try? context.stat(root + final), info.st_size == 0 {
+          try? context.unlink(root + final)
+        }
         throw failure(error, .modify, final)
       }
       return true
     }
   }
+
+  /// Never: the server renames in one step, so a file never has two of our names at once.
+  func sameFile(_ first: RelativePath, _ second: RelativePath) async throws -> Bool { false }
 
   func removeQuietly(_ path: RelativePath) async {
     _ = try? await DedicatedThread.smb.run { [context, root] in try? context.unlink(root + path) }

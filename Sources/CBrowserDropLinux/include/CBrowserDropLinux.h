@@ -35,6 +35,10 @@ int cbd_fallocate(int fd, int64_t len);
 /* Free bytes for unprivileged users on the volume holding path (statvfs f_bavail * f_frsize). */
 int cbd_free_bytes(const char *path, uint64_t *free_bytes);
 
+/* Renames from to to, failing with EEXIST when to exists (renameat2 RENAME_NOREPLACE). Fails
+   with EINVAL or ENOSYS where the file system or kernel can't do that. */
+int cbd_renameat2_noreplace(const char *from, const char *to);
+
 /* Names the calling thread (up to 15 bytes) for ps, perf and gdb. */
 void cbd_set_thread_name(const char *name);
 
