@@ -69,12 +69,16 @@ private func checkConsistent(_ head: RequestHead, _ bytes: UnsafeRawBufferPointe
     check(!line.contains { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F }, "control in a header")
     guard let colon = line.firstIndex(of: 0x3A) else { fatalError("header without a colon") }
     let name = String(decoding: line[..<colon], as: UTF8.self).lowercased()
-    let value = String(decoding: line[(colon + 1)...], as: UTF8.self)
-      .trimmingCharacters(in: " \t")
+    // Optional white space is SP and HTAB bytes (RFC 9110 §5.6.3), trimmed as bytes: a space
+    // followed by a combining mark is one Character, which Character-wise trimming would keep.
+    var value = line[(colon + 1)...]
+    while let first = value.first, first == 0x20 || first == 0x09 { value = value.dropFirst() }
+    while let last = value.last, last == 0x20 || last == 0x09 { value = value.dropLast() }
+    let text = String(decoding: value, as: UTF8.self)
     switch name {
-    case "host": hosts.append(value)
-    case "content-length": lengths.append(value)
-    case "origin": origins.append(value)
+    case "host": hosts.append(text)
+    case "content-length": lengths.append(text)
+    case "origin": origins.append(text)
     default: break
     }
   }
