@@ -47,13 +47,24 @@ public struct Forwarder: Sendable {
     }
     await fileSystem.close()
     try await DedicatedThread.localIO.run {
-      do { try FileManager.default.removeItem(atPath: folderPath) } catch {
+      do { try Self.removeDeliveredFolder(folderPath) } catch {
         throw ForwardFailure(kind: .sourceUnreadable, place: .source, item: folderPath, errno: EIO)
       }
     }
     return ForwardReport(
       destination: destination.description, files: run.delivered, renames: run.renames,
       resumedFiles: run.resumed, bytesSent: run.bytesSent)
+  }
+
+  /// Removes a delivered folder with its manifest last: a stop part-way through the removal
+  /// leaves the manifest saying where every remaining file went, so the next run sends none of
+  /// them again (recursive removal in directory order could delete the manifest first).
+  static func removeDeliveredFolder(_ path: String) throws {
+    let manager = FileManager.default
+    for name in try manager.contentsOfDirectory(atPath: path) where name != Manifest.fileName {
+      try manager.removeItem(atPath: path + "/" + name)
+    }
+    try manager.removeItem(atPath: path)
   }
 
   /// Delivers `folder` into `destination`, as a stream of progress ending with the report.

@@ -113,6 +113,34 @@ struct LocalDestinationTests {
     #expect(!FileManager.default.fileExists(atPath: source.path))
   }
 
+  /// A stop part-way through removing a delivered folder leaves some files and the manifest (the
+  /// manifest goes last): the next run sends nothing again and finishes the removal.
+  @Test func aRemovalCutShortSendsNothingAgain() async throws {
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let target = scratch.root.appendingPathComponent("inbox")
+    try write(["c.txt": Data("theirs".utf8)], into: target)
+    let source = try scratch.folder(
+      "drop", ["a.txt": Data("a".utf8), "b.txt": Data("b".utf8), "c.txt": Data("c".utf8)])
+    let destination = LocalDestination(directory: target)
+    // a.txt and b.txt are delivered and recorded; the run stops at c.txt.
+    await #expect(throws: ForwardFailure.self) {
+      try await Forwarder().forward(folder: source, to: destination, policy: .fail)
+    }
+    // The state a cut-short removal leaves: b.txt and c.txt gone from the source, a.txt and the
+    // manifest still there.
+    try FileManager.default.removeItem(at: source.appendingPathComponent("b.txt"))
+    try FileManager.default.removeItem(at: source.appendingPathComponent("c.txt"))
+    let report = try await Forwarder().forward(folder: source, to: destination, policy: .rename)
+    #expect(report.resumedFiles == 1)
+    #expect(report.renames.isEmpty)
+    #expect(
+      try contents(of: target) == [
+        "a.txt": Data("a".utf8), "b.txt": Data("b".utf8), "c.txt": Data("theirs".utf8),
+      ])
+    #expect(!FileManager.default.fileExists(atPath: source.path))
+  }
+
   @Test func cancelledDeliveryResumesExactlyOnce() async throws {
     let scratch = try Scratch()
     defer { scratch.remove() }
