@@ -50,8 +50,6 @@ ssize_t cbd_splice(int fd_in, int64_t *off_in, int fd_out, int64_t *off_out, siz
   return splice(fd_in, (loff_t *)off_in, fd_out, (loff_t *)off_out, len, flags);
 }
 
-int cbd_fallocate(int fd, int64_t len) { return fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)len); }
-
 int cbd_free_bytes(const char *path, uint64_t *free_bytes) {
   struct statvfs s;
   int rc = statvfs(path, &s);
@@ -71,8 +69,6 @@ int cbd_iff_pointopoint(void) { return IFF_POINTOPOINT; }
 int cbd_epollin(void) { return EPOLLIN; }
 int cbd_epollout(void) { return EPOLLOUT; }
 int cbd_epollrdhup(void) { return EPOLLRDHUP; }
-int cbd_epollerr(void) { return EPOLLERR; }
-int cbd_epollhup(void) { return EPOLLHUP; }
 int cbd_epolloneshot(void) { return EPOLLONESHOT; }
 
 void cbd_set_thread_name(const char *name) { pthread_setname_np(pthread_self(), name); }

@@ -30,7 +30,6 @@ int cbd_accept(int fd);
 int cbd_pipe(int fds[2]);
 int cbd_set_pipe_size(int fd, int size);
 ssize_t cbd_splice(int fd_in, int64_t *off_in, int fd_out, int64_t *off_out, size_t len, int more);
-int cbd_fallocate(int fd, int64_t len);
 
 /* Free bytes for unprivileged users on the volume holding path (statvfs f_bavail * f_frsize). */
 int cbd_free_bytes(const char *path, uint64_t *free_bytes);
@@ -54,8 +53,6 @@ int cbd_iff_pointopoint(void);
 int cbd_epollin(void);
 int cbd_epollout(void);
 int cbd_epollrdhup(void);
-int cbd_epollerr(void);
-int cbd_epollhup(void);
 int cbd_epolloneshot(void);
 
 #endif
