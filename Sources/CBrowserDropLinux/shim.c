@@ -7,6 +7,7 @@
 #include <sys/eventfd.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 
 int cbd_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
@@ -72,5 +73,49 @@ int cbd_epollrdhup(void) { return EPOLLRDHUP; }
 int cbd_epolloneshot(void) { return EPOLLONESHOT; }
 
 void cbd_set_thread_name(const char *name) { pthread_setname_np(pthread_self(), name); }
+
+void cbd_block_async_signals(void) {
+  sigset_t set;
+  sigfillset(&set);
+  static const int faults[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT, SIGSYS};
+  for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++) sigdelset(&set, faults[i]);
+  pthread_sigmask(SIG_BLOCK, &set, NULL);
+}
+
+static int cbd_signal_pipe = -1;
+
+static void cbd_write_signal(int number) {
+  int saved = errno;
+  unsigned char byte = (unsigned char)number;
+  /* Non-blocking: if 64 KiB of unread signals ever piled up, dropping one more is harmless. */
+  ssize_t written = write(cbd_signal_pipe, &byte, 1);
+  (void)written;
+  errno = saved;
+}
+
+int cbd_route_signals_to_pipe(const int *signals, int count) {
+  if (cbd_signal_pipe >= 0) {
+    errno = EBUSY;
+    return -1;
+  }
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return -1;
+  if (fcntl(fds[1], F_SETFL, O_NONBLOCK) != 0) {
+    int saved = errno;
+    close(fds[0]);
+    close(fds[1]);
+    errno = saved;
+    return -1;
+  }
+  cbd_signal_pipe = fds[1];
+  struct sigaction action = {0};
+  action.sa_handler = cbd_write_signal;
+  action.sa_flags = SA_RESTART;
+  sigemptyset(&action.sa_mask);
+  for (int i = 0; i < count; i++) {
+    if (sigaction(signals[i], &action, NULL) != 0) return -1;
+  }
+  return fds[0];
+}
 
 int cbd_release_free_memory(void) { return malloc_trim(0); }

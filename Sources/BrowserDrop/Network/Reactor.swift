@@ -48,6 +48,8 @@ final class Reactor: Sendable {
     let thread = Thread { [self] in
       // Foundation's Thread.name does not reach the kernel here; name it for ps, perf and gdb.
       cbd_set_thread_name("bd-epoll")
+      // Signals are the host program's business, whichever thread started the server.
+      cbd_block_async_signals()
       self.run()
     }
     thread.start()

@@ -17,6 +17,7 @@ final class BlockingPool: @unchecked Sendable {
     for index in 0..<threads {
       let thread = Thread { [self] in
         cbd_set_thread_name("\(name)-\(index)")
+        cbd_block_async_signals()
         self.work()
       }
       thread.start()

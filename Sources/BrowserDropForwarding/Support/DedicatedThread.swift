@@ -1,3 +1,4 @@
+import CBrowserDropLinux
 import Foundation
 
 /// One thread of its own that runs submitted jobs in order, so blocking calls (libsmbclient,
@@ -19,7 +20,11 @@ final class DedicatedThread: @unchecked Sendable {
   private var jobs: [@Sendable () -> Void] = []
 
   private init(name: String) {
-    let thread = Thread { [self] in self.work() }
+    let thread = Thread { [self] in
+      // Signals are the host program's business, whichever thread started the delivery.
+      cbd_block_async_signals()
+      self.work()
+    }
     thread.name = name
     thread.start()
   }

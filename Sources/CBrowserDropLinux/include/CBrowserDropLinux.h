@@ -41,6 +41,16 @@ int cbd_renameat2_noreplace(const char *from, const char *to);
 /* Names the calling thread (up to 15 bytes) for ps, perf and gdb. */
 void cbd_set_thread_name(const char *name);
 
+/* Blocks every asynchronous signal (all but the fault signals) in the calling thread, so a
+   library's own threads never take a signal meant for the host program's handler. */
+void cbd_block_async_signals(void);
+
+/* Routes the given signals to a pipe and returns its read end (or -1 with errno): each signal
+   that arrives writes one byte, its number. The handler is async-signal-safe and works on
+   whichever thread the kernel picks, so nothing depends on which threads block what. Call once
+   per process. */
+int cbd_route_signals_to_pipe(const int *signals, int count);
+
 /* Hands free heap memory back to the kernel (glibc malloc_trim); returns 1 when some was. */
 int cbd_release_free_memory(void);
 

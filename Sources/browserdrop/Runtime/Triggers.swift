@@ -1,4 +1,4 @@
-import Dispatch
+import CBrowserDropLinux
 import Foundation
 import Synchronization
 
@@ -12,41 +12,55 @@ enum Trigger: Sendable, Equatable {
 
 /// Turns signals and lines on standard input into one queue of triggers, read with `next()`.
 ///
-/// Signals are taken over from their default action and delivered by `DispatchSource`s on a
-/// private queue; standard input is read by a dedicated thread, so nothing blocks the
-/// cooperative pool. End of input is ignored: under systemd or in a pipe stdin may be empty.
-final class Triggers: @unchecked Sendable {
+/// Signals are taken over from their default action by a handler that writes each one's number
+/// to a pipe, read by a dedicated thread; standard input is read by another. Nothing blocks the
+/// cooperative pool, and no signal is lost whichever thread the kernel delivers it to (a
+/// `DispatchSource` signal source on Linux relies on every thread blocking the signal, which the
+/// main thread, parked by `dispatch_main` with an empty mask, does not: it lost SIGINTs).
+/// End of input is ignored: under systemd or in a pipe stdin may be empty.
+final class Triggers: Sendable {
   private struct Queue {
     var pending: [Trigger] = []
     var waiter: CheckedContinuation<Trigger?, Never>?
   }
 
   private let queue = Mutex(Queue())
-  // Written once in init; kept only so the sources stay alive.
-  private var sources: [any DispatchSourceSignal] = []
 
+  /// Routes `signals` to this queue (once per process) and, when asked, lines on standard input.
   init(signals: [Int32], readsStandardInput: Bool) {
-    let dispatchQueue = DispatchQueue(label: "browserdrop.signals")
-    sources = signals.map { number in
-      signal(number, SIG_IGN)
-      let source = DispatchSource.makeSignalSource(signal: number, queue: dispatchQueue)
-      source.setEventHandler { [weak self] in self?.push(.signal(number)) }
-      source.resume()
-      return source
+    let pipe = signals.withUnsafeBufferPointer { numbers in
+      cbd_route_signals_to_pipe(numbers.baseAddress, Int32(numbers.count))
+    }
+    precondition(pipe >= 0, "browserdrop: cannot route signals: errno \(errno)")
+    Self.startThread(name: "bd-signals") { [weak self] in
+      var byte: UInt8 = 0
+      while true {
+        let count = read(pipe, &byte, 1)
+        if count == 1 {
+          self?.push(.signal(Int32(byte)))
+        } else if count < 0, errno == EINTR {
+          continue
+        } else {
+          return
+        }
+      }
     }
     if readsStandardInput {
-      let thread = Thread { [weak self] in
+      Self.startThread(name: "bd-stdin") { [weak self] in
         while readLine(strippingNewline: true) != nil {
           self?.push(.enter)
         }
       }
-      thread.name = "browserdrop.stdin"
-      thread.start()
     }
   }
 
-  deinit {
-    for source in sources { source.cancel() }
+  private static func startThread(name: String, _ body: @escaping @Sendable () -> Void) {
+    let thread = Thread {
+      cbd_block_async_signals()
+      cbd_set_thread_name(name)
+      body()
+    }
+    thread.start()
   }
 
   /// The next trigger, waiting for one; `nil` when the calling task is cancelled.
