@@ -164,11 +164,13 @@ class Host:
 
     def wait_for(self, name, timeout=30, **fields):
         def found(events):
-            if any(e.get("event") == "exited" for e in events) and name != "exited":
-                raise AssertionError(f"the host exited; log: {self.log_tail()}")
+            # The wanted event first: "finish" makes the host print "finished" and exit, and a
+            # waiter that wakes late sees both.
             for e in events:
                 if e.get("event") == name and all(e.get(k) == v for k, v in fields.items()):
                     return e
+            if any(e.get("event") == "exited" for e in events):
+                raise AssertionError(f"the host exited; log: {self.log_tail()}")
             return None
 
         return self.wait_until(found, timeout, f"{name} {fields or ''}")
