@@ -69,6 +69,7 @@ int cbd_iff_pointopoint(void) { return IFF_POINTOPOINT; }
 
 int cbd_epollin(void) { return EPOLLIN; }
 int cbd_epollout(void) { return EPOLLOUT; }
+int cbd_o_tmpfile(void) { return O_TMPFILE; }
 int cbd_epollrdhup(void) { return EPOLLRDHUP; }
 int cbd_epolloneshot(void) { return EPOLLONESHOT; }
 

@@ -374,8 +374,9 @@ struct HostileRequestTests {
     await session.stop()
   }
 
-  /// A link planted under the next partial name in the incoming folder is replaced, never
-  /// written through (the partial file is created with `O_EXCL | O_NOFOLLOW`).
+  /// A link planted under the next partial name in the incoming folder is never written
+  /// through: anonymous partial files have no name, and named ones are created with
+  /// `O_EXCL | O_NOFOLLOW` (PartialFileTests covers that path directly).
   @Test func aSymlinkPlantedAsThePartialFileIsNeverFollowed() async throws {
     let layout = try Layout()
     defer { layout.remove() }

@@ -81,15 +81,16 @@ public actor BrowserDropServer {
     case .idle: break
     }
     let staging = self.staging
-    let caseInsensitive = try await BlockingPool.shared.run { () throws(BrowserDropError) -> Bool in
+    let (caseInsensitive, partialKind) = try await BlockingPool.shared.run {
+      () throws(BrowserDropError) -> (Bool, PartialFile.Kind) in
       try staging.create()
-      return staging.probeCaseInsensitivity()
+      return (staging.probeCaseInsensitivity(), PartialFile.probeKind(in: staging.incomingPath))
     }
     index = SessionIndex(caseInsensitive: caseInsensitive)
     let services: SessionServices
     do {
       services = try await SessionServices.load(
-        server: self, configuration: configuration, staging: staging)
+        server: self, configuration: configuration, staging: staging, partialKind: partialKind)
     } catch {
       staging.removeAll()
       throw error
@@ -274,14 +275,13 @@ public actor BrowserDropServer {
     startPublishingProgress()
     return .accepted(
       UploadTicket(
-        upload: upload, path: path, partialPath: staging.partialPath(for: upload.id),
-        counter: counter))
+        upload: upload, path: path, counter: counter))
   }
 
   /// Stores a complete upload: checks the name again, moves the file into place and records it.
   /// Returns the record and the folders whose entries changed.
   func store(
-    _ ticket: UploadTicket, mimeType: String?, kind: ContentKind
+    _ ticket: UploadTicket, partial: PartialFile, mimeType: String?, kind: ContentKind
   ) -> Result<(ReceivedFile, [String]), Refusal> {
     guard phase != .ended, inFlight[ticket.upload.id] != nil else {
       return .failure(Refusal(.writeFailed, "The session ended while the file was arriving."))
@@ -292,7 +292,7 @@ public actor BrowserDropServer {
     }
     let changed: [String]
     do {
-      changed = try staging.place(partial: ticket.partialPath, at: ticket.path)
+      changed = try staging.place(partial: partial, at: ticket.path)
     } catch {
       finishUpload(ticket, failure: .writeFailed(error.reason))
       return .failure(Refusal(.writeFailed, "The file couldn't be stored: \(error.reason)."))
@@ -364,7 +364,6 @@ struct FreeSpaceEstimate {
 struct UploadTicket: Sendable {
   let upload: Upload
   let path: UploadPath
-  let partialPath: String
   let counter: ProgressCounter
 }
 

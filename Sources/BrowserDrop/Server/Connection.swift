@@ -104,7 +104,7 @@ struct Connection {
     guard let server = services.server else { return }
     var admission = await server.admit(path, size: size, freeBytes: nil)
     if case .measureFreeSpace = admission {
-      let stagingPath = services.staging.session.path
+      let stagingPath = services.staging.sessionPath
       let freeBytes = await BlockingPool.shared.run { () -> Int in
         var free: UInt64 = 0
         // An unreadable volume counts as full: better a 507 than a write that fails.
@@ -124,7 +124,6 @@ struct Connection {
     case .success(let response):
       try? await socket.write(response, deadline: ContinuousClock.now + idleTimeout)
     case .failure(let failure):
-      unlink(ticket.partialPath)
       await server.abandon(ticket, reason: failure.reason)
       if let refusal = failure.refusal { await refuse(refusal) }
     }
@@ -150,16 +149,22 @@ struct Connection {
     } catch {
       return .failure(BodyFailure(reason: .connectionLost))
     }
-    let fd = Self.createPartial(ticket.partialPath)
-    guard fd >= 0 else {
-      let reason = String(cString: strerror(errno))
+    let partial: PartialFile
+    do {
+      partial = try PartialFile.create(
+        in: services.staging.incomingPath, id: ticket.upload.id, kind: services.partialKind)
+    } catch {
       return .failure(
         BodyFailure(
-          reason: .writeFailed(reason),
-          refusal: Refusal(.writeFailed, "The file couldn't be created: \(reason).")))
+          reason: .writeFailed(error.reason),
+          refusal: Refusal(.writeFailed, "The file couldn't be created: \(error.reason).")))
     }
-    var fileOpen = true
-    defer { if fileOpen { close(fd) } }
+    let fd = partial.fd
+    var installed = false
+    defer {
+      if !installed { partial.removeName() }
+      close(fd)
+    }
 
     let size = ticket.upload.size
     do {
@@ -197,17 +202,14 @@ struct Connection {
     // The last byte is written: make it durable and find out what it is, off the cooperative pool.
     let durable = configuration.durability
     let inspector = services.contentInspector
-    let partial = ticket.partialPath
     let fileExtension = ticket.path.fileExtension
     let finish = { @Sendable () -> Result<ContentInspector.Finding, SystemError> in
-      defer { close(fd) }
       if durable, fdatasync(fd) != 0 {
         return .failure(SystemError(call: "fdatasync", code: errno))
       }
       return .success(inspector.inspect(fd: fd, fileExtension: fileExtension))
     }
-    fileOpen = false
-    // Nothing to flush or sniff: closing is all that is left, and it does not block.
+    // Nothing to flush or sniff: skip the hop to the I/O pool.
     let finishing =
       durable || inspector.sniffs ? await BlockingPool.shared.run(finish) : finish()
     let finding: ContentInspector.Finding
@@ -225,8 +227,11 @@ struct Connection {
     }
     if Task.isCancelled { return .failure(BodyFailure(reason: .cancelled)) }
     guard let server = services.server else { return .failure(BodyFailure(reason: .cancelled)) }
-    switch await server.store(ticket, mimeType: finding.mimeType, kind: finding.kind) {
+    switch await server.store(
+      ticket, partial: partial, mimeType: finding.mimeType, kind: finding.kind)
+    {
     case .success(let (_, changedFolders)):
+      installed = true
       if durable {
         guard await services.folderSync.flush(changedFolders) else {
           return .success(
@@ -236,21 +241,9 @@ struct Connection {
       }
       return .success(Response.created(path: ticket.path.value))
     case .failure(let refusal):
-      // `store` has already reported the failure; only the partial file is left to remove.
-      unlink(partial)
+      // `store` has already reported the failure; the partial file goes on the way out.
       return .success(Response.refusal(refusal))
     }
-  }
-
-  /// Creates the partial file, never through anything already at its name: a link planted there
-  /// is removed (`unlink` does not follow it) and the name created afresh, exclusively.
-  private static func createPartial(_ path: String) -> Int32 {
-    let flags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC
-    var fd = open(path, flags, 0o644)
-    if fd < 0, errno == EEXIST, unlink(path) == 0 {
-      fd = open(path, flags, 0o644)
-    }
-    return fd
   }
 
   /// Sends a refusal, then closes without resetting the connection under the response.

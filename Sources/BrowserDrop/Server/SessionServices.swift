@@ -12,12 +12,14 @@ final class SessionServices: Sendable {
   let configResponse: [UInt8]
   let allowedExtensions: Set<String>?
   let contentInspector: ContentInspector
+  /// How this session's volume makes partial files.
+  let partialKind: PartialFile.Kind
   let folderSync = FolderSync()
   private let activeConnections = Atomic(0)
 
   private init(
     server: BrowserDropServer, configuration: BrowserDropServer.Configuration,
-    staging: StagingFolder, contentInspector: ContentInspector
+    staging: StagingFolder, partialKind: PartialFile.Kind, contentInspector: ContentInspector
   ) {
     self.server = server
     self.configuration = configuration
@@ -26,16 +28,18 @@ final class SessionServices: Sendable {
     self.configResponse = PageConfiguration.response(for: configuration)
     self.allowedExtensions = configuration.allowedExtensions.map { Set($0.map { $0.lowercased() }) }
     self.contentInspector = contentInspector
+    self.partialKind = partialKind
   }
 
   /// Loads what a session needs before it listens (the content-type database among them).
   static func load(
     server: BrowserDropServer, configuration: BrowserDropServer.Configuration,
-    staging: StagingFolder
+    staging: StagingFolder, partialKind: PartialFile.Kind
   ) async throws(BrowserDropError) -> SessionServices {
     let inspector = try await ContentInspector.load(policy: configuration.contentPolicy)
     return SessionServices(
-      server: server, configuration: configuration, staging: staging, contentInspector: inspector)
+      server: server, configuration: configuration, staging: staging, partialKind: partialKind,
+      contentInspector: inspector)
   }
 
   /// Accepts connections until cancelled; each is a child task, so cancelling this ends them

@@ -9,12 +9,17 @@ struct StagingFolder: Sendable {
   let root: URL
   let session: URL
   let incoming: URL
+  /// `session.path` and `incoming.path`, kept as strings: `URL.path` costs on every upload.
+  let sessionPath: String
+  let incomingPath: String
 
   init(root: URL, id: String = UUID().uuidString.lowercased()) {
     self.root = root.standardizedFileURL
     self.session = self.root.appending(path: Self.sessionPrefix + id, directoryHint: .isDirectory)
     self.incoming = self.root.appending(
       path: "." + Self.sessionPrefix + id + ".incoming", directoryHint: .isDirectory)
+    self.sessionPath = session.path
+    self.incomingPath = incoming.path
   }
 
   /// Creates the root, the session folder and the incoming folder.
@@ -72,11 +77,6 @@ struct StagingFolder: Sendable {
     return access(upper, F_OK) == 0
   }
 
-  /// The partial file of upload `id`.
-  func partialPath(for id: UInt64) -> String {
-    incoming.appending(path: ".upload-\(id).partial").path
-  }
-
   /// The final place of a relative path.
   func finalURL(for path: UploadPath) -> URL {
     session.appending(path: path.value, directoryHint: .notDirectory)
@@ -86,14 +86,12 @@ struct StagingFolder: Sendable {
   /// entries changed (to be flushed for durability). Runs in the actor: metadata calls only.
   /// Never follows a symlink on the way: a folder replaced by a link (planted by another
   /// process) fails the upload instead of sending the file elsewhere.
-  func place(partial: String, at path: UploadPath) throws(SystemError) -> [String] {
+  func place(partial: PartialFile, at path: UploadPath) throws(SystemError) -> [String] {
     var changed: [String] = []
     let (folderFD, folder, created) = try openFolder(path.segments.dropLast(), creating: true)
     defer { close(folderFD) }
     changed += created
-    try Syscall.blocking("rename") {
-      renameat(AT_FDCWD, partial, folderFD, String(path.segments.last!))
-    }
+    try partial.install(in: folderFD, as: String(path.segments.last!))
     changed.append(folder)
     return changed
   }
@@ -105,9 +103,9 @@ struct StagingFolder: Sendable {
     _ segments: ArraySlice<Substring>, creating: Bool
   ) throws(SystemError) -> (Int32, String, [String]) {
     let flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
-    var fd = open(session.path, flags)
+    var fd = open(sessionPath, flags)
     guard fd >= 0 else { throw SystemError(call: "open", code: errno) }
-    var folder = session.path
+    var folder = sessionPath
     var changed: [String] = []
     for segment in segments {
       let name = String(segment)

@@ -34,17 +34,31 @@ struct UploadPath: Sendable, Hashable, CustomStringConvertible {
 
   /// Validates an already-decoded path.
   init(validating text: String) throws(Refusal) {
-    let normalized = text.precomposedStringWithCanonicalMapping
+    // ASCII is its own normal form and has no format characters: the common case skips
+    // Foundation's normalization and the Unicode property lookups.
+    let isASCII = text.utf8.allSatisfy { $0 < 0x80 }
+    let normalized = isASCII ? text : text.precomposedStringWithCanonicalMapping
     guard !normalized.isEmpty else { throw Refusal(.invalidPath, "The path is missing.") }
     guard normalized.utf8.count <= Self.maximumBytes else {
       throw Refusal(.invalidPath, "The path is longer than \(Self.maximumBytes) bytes.")
     }
-    for scalar in normalized.unicodeScalars {
-      let category = scalar.properties.generalCategory
-      if category == .control || category == .format {
-        throw Refusal(.invalidPath, "The path contains a control character.")
+    if isASCII {
+      for byte in normalized.utf8 {
+        if byte < 0x20 || byte == 0x7F {
+          throw Refusal(.invalidPath, "The path contains a control character.")
+        }
+        if byte == UInt8(ascii: "\\") {
+          throw Refusal(.invalidPath, "The path contains a backslash.")
+        }
       }
-      if scalar == "\\" { throw Refusal(.invalidPath, "The path contains a backslash.") }
+    } else {
+      for scalar in normalized.unicodeScalars {
+        let category = scalar.properties.generalCategory
+        if category == .control || category == .format {
+          throw Refusal(.invalidPath, "The path contains a control character.")
+        }
+        if scalar == "\\" { throw Refusal(.invalidPath, "The path contains a backslash.") }
+      }
     }
     // Bytes, not Characters: a combining mark after `/` or `.` joins it into another Character.
     if normalized.utf8.first == UInt8(ascii: "/") {

@@ -60,6 +60,9 @@ int cbd_iff_running(void);
 int cbd_iff_loopback(void);
 int cbd_iff_pointopoint(void);
 
+/* O_TMPFILE, a compound macro Swift does not import. */
+int cbd_o_tmpfile(void);
+
 int cbd_epollin(void);
 int cbd_epollout(void);
 int cbd_epollrdhup(void);

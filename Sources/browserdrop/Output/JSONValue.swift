@@ -52,6 +52,15 @@ enum JSONValue: Sendable {
 
   private static func writeString(_ text: String, to output: inout String) {
     output += "\""
+    // Most names are printable ASCII with nothing to escape: copy them whole.
+    let plain = text.utf8.allSatisfy { byte in
+      byte >= 0x20 && byte < 0x7F && byte != UInt8(ascii: "\"") && byte != UInt8(ascii: "\\")
+    }
+    if plain {
+      output += text
+      output += "\""
+      return
+    }
     for scalar in text.unicodeScalars {
       switch scalar {
       case "\"": output += "\\\""
