@@ -46,7 +46,13 @@ for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/config.json" >/dev/null
 rss() { awk '/^VmRSS/ {print $2}' "/proc/$pid/status"; }
 hwm() { awk '/^VmHWM/ {print $2}' "/proc/$pid/status"; }
 fds() { ls "/proc/$pid/fd" | wc -l; }
-sample() { echo "$1: RSS $(rss) KiB (peak $(hwm) KiB), fds $(fds)"; }
+anon() { awk '/^RssAnon/ {print $2}' "/proc/$pid/status"; }
+file_backed() { awk '/^RssFile/ {print $2}' "/proc/$pid/status"; }
+# RSS splits into heap and stacks (RssAnon: what a leak would grow) and pages of the binary and
+# its libraries read in on first use (RssFile: clean, shared, bounded by their size).
+sample() {
+  echo "$1: RSS $(rss) KiB (anon $(anon), file $(file_backed); peak $(hwm) KiB), fds $(fds)"
+}
 # The sum of "files" over complete event lines of one kind (a line being written is skipped).
 files_in() { jq -nR --arg e "$1" '[inputs | fromjson? | select(.event == $e) | .files] | add // 0' "$events"; }
 count_of() { jq -nR --arg e "$1" '[inputs | fromjson? | select(.event == $e)] | length' "$events"; }
@@ -73,7 +79,7 @@ drain() {
 }
 
 sample "start"
-rss_start=$(rss) fds_start=$(fds)
+rss_start=$(rss) fds_start=$(fds) anon_start=$(anon)
 start=$SECONDS
 
 head -c 1000 /dev/urandom >"$work/small.bin"
@@ -127,7 +133,8 @@ echo "large: $LARGE_GIB GiB in $seconds s ($((LARGE_GIB * 1024 / (seconds > 0 ? 
 errors=$( (grep -vc '^201$' "$work/small.codes" "$work/large.codes" || true) | awk -F: '{s+=$2} END {print s+0}')
 failed=$(count_of forwardFailed)
 rss_end=$(rss) fds_end=$(fds)
-echo "end: RSS $rss_end KiB, peak $(hwm) KiB, fds $fds_end (start: RSS $rss_start KiB, fds $fds_start)"
+echo "end: RSS $rss_end KiB (anon $(anon), file $(file_backed)), peak $(hwm) KiB, fds $fds_end" \
+  "(start: RSS $rss_start KiB, anon $anon_start, fds $fds_start)"
 echo "RSS growth: $(((rss_end - rss_start) * 100 / rss_start))% since start," \
   "$(((rss_end - rss_first) * 100 / rss_first))% since the first $SAMPLE_EVERY small ($rss_first KiB)"
 echo "delivered: small $small_ok/$SMALL (found $small_found, distinct names $small_names," \
