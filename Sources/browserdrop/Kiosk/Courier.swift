@@ -1,4 +1,5 @@
 import BrowserDropForwarding
+import CBrowserDropLinux
 import Foundation
 
 /// Forwards outbox batches one at a time, oldest first. A failure keeps the batch (and those
@@ -45,14 +46,12 @@ actor Courier {
     var delay = firstRetryDelay
     while let batch = queue.first, !Task.isCancelled {
       do {
-        let target = try destination.destination(subfolder: batch.folderName)
-        let outcome = try await ForwardRun.run(
-          folder: batch.folder, to: target, policy: policy, reporter: reporter)
-        let outbox = self.outbox
-        try await BlockingIO.run { try outbox.complete(batch) }
+        try await forward(batch)
         queue.removeFirst()
         delay = firstRetryDelay
-        reporter.report(.forwarded(outcome.report, bytes: outcome.totalBytes))
+        // The delivery's scan and report of every file are gone: give that memory back, so a
+        // kiosk's footprint follows its largest batch, not its lifetime.
+        _ = try? await BlockingIO.run { cbd_release_free_memory() }
       } catch is CancellationError {
         break
       } catch {
@@ -65,5 +64,15 @@ actor Courier {
       }
     }
     worker = nil
+  }
+
+  /// Delivers `batch`, marks it done in the outbox and reports it.
+  private func forward(_ batch: Batch) async throws {
+    let target = try destination.destination(subfolder: batch.folderName)
+    let outcome = try await ForwardRun.run(
+      folder: batch.folder, to: target, policy: policy, reporter: reporter)
+    let outbox = self.outbox
+    try await BlockingIO.run { try outbox.complete(batch) }
+    reporter.report(.forwarded(outcome.report, bytes: outcome.totalBytes))
   }
 }
