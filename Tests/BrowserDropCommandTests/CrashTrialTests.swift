@@ -61,12 +61,15 @@ struct CrashTrialTests {
       let offset = Int64.random(in: 1...2_000_000, using: &random)
       do {
         try await Self.waitUntil("a partial of \(offset) bytes", timeout: 20) {
-          Self.partialSizes(in: folder.path("staging")).contains { $0 >= offset }
+          Self.partialSizes(in: folder.path("staging"), pid: command.pid).contains {
+            $0 >= offset
+          }
         }
       } catch {
         throw HarnessError(
           description: "\(error): \(Self.allFiles(in: folder.path("staging"))) "
-            + "\(Self.partialSizes(in: folder.path("staging"))) \(command.outputLines)")
+            + "\(Self.partialSizes(in: folder.path("staging"), pid: command.pid)) "
+            + "\(command.outputLines)")
       }
     }
     try await Self.sigkill(command)
@@ -307,14 +310,21 @@ struct CrashTrialTests {
     (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
   }
 
-  /// Sizes of the partial files of uploads in flight under the staging root.
-  static func partialSizes(in staging: URL) -> [Int64] {
-    entries(staging).filter { $0.hasSuffix(".incoming") }.flatMap { incoming in
-      let folder = staging.appending(path: incoming)
-      return entries(folder).compactMap { name in
-        var info = stat()
-        return stat(folder.appending(path: name).path, &info) == 0 ? Int64(info.st_size) : nil
-      }
+  /// Sizes of the partial files of uploads in flight under the staging root, as the command
+  /// `pid` has them open. Partial files are anonymous (`O_TMPFILE`) where the volume allows, so
+  /// they have no name to list: they are found through /proc/PID/fd, whose links point into the
+  /// session's incoming folder (named partials are found the same way).
+  static func partialSizes(in staging: URL, pid: pid_t) -> [Int64] {
+    let descriptors = "/proc/\(pid)/fd"
+    let root = staging.standardizedFileURL.path + "/"
+    return entries(URL(filePath: descriptors)).compactMap { fd in
+      let link = descriptors + "/" + fd
+      guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: link),
+        target.hasPrefix(root), target.contains(".incoming/")
+      else { return nil }
+      var info = stat()
+      guard stat(link, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+      return Int64(info.st_size)
     }
   }
 
