@@ -62,6 +62,24 @@ struct UploadTests {
     #expect(session.incomingEntries().isEmpty)
   }
 
+  /// Records share the session folder's URL and build their own on demand: the URL names the
+  /// stored file, and a record made with the public initializer from the same values is equal.
+  @Test func receivedFileRecordsNameTheirFiles() async throws {
+    let session = try await TestSession.start()
+    defer { Task { await session.stop() } }
+    #expect(try await session.upload("a/b c.txt", Array("abc".utf8)).status == 201)
+    let file = try #require(await session.server.receivedFiles.first)
+    let expected = session.server.sessionFolder.appending(
+      path: "a/b c.txt", directoryHint: .notDirectory)
+    #expect(file.url == expected)
+    #expect(try Data(contentsOf: file.url) == Data("abc".utf8))
+    let copy = ReceivedFile(
+      relativePath: file.relativePath, size: file.size, url: expected,
+      receivedAt: file.receivedAt, mimeType: file.mimeType, kind: file.kind)
+    #expect(copy == file)
+    #expect(Set([copy, file]).count == 1)
+  }
+
   @Test func unicodeNamesAreStoredInNFC() async throws {
     let session = try await TestSession.start()
     defer { Task { await session.stop() } }

@@ -299,7 +299,7 @@ public actor BrowserDropServer {
     }
     let file = ReceivedFile(
       relativePath: ticket.path.value, size: ticket.upload.size,
-      url: staging.finalURL(for: ticket.path), receivedAt: Date(), mimeType: mimeType, kind: kind)
+      sessionFolder: staging.session, receivedAt: Date(), mimeType: mimeType, kind: kind)
     index.insert(file, at: ticket.path)
     finishUpload(ticket, failure: nil)
     eventSink.yield(.uploadFinished(file))

@@ -77,11 +77,6 @@ struct StagingFolder: Sendable {
     return access(upper, F_OK) == 0
   }
 
-  /// The final place of a relative path.
-  func finalURL(for path: UploadPath) -> URL {
-    session.appending(path: path.value, directoryHint: .notDirectory)
-  }
-
   /// Moves a complete partial file into place, creating its folders. Returns the folders whose
   /// entries changed (to be flushed for durability). Runs in the actor: metadata calls only.
   /// Never follows a symlink on the way: a folder replaced by a link (planted by another
