@@ -62,7 +62,7 @@ struct SessionLifecycleTests {
   }
 
   @Test func suspendKeepsFilesAndResumeListensOnTheSamePort() async throws {
-    let session = try await TestSession.start()
+    let session = try await TestSession.startOutsideEphemeralPorts()
     defer { Task { await session.stop() } }
     #expect(try await session.upload("before.txt", [1]).status == 201)
     await session.server.suspend()
@@ -74,7 +74,7 @@ struct SessionLifecycleTests {
   }
 
   @Test func quickRestartsNeverMeetAddressInUse() async throws {
-    let session = try await TestSession.start()
+    let session = try await TestSession.startOutsideEphemeralPorts()
     defer { Task { await session.stop() } }
     for round in 0..<25 {
       // Leave connections in TIME_WAIT on the server side before each restart.
@@ -194,7 +194,7 @@ struct InterruptedTests {
   }
 
   @Test func aListenerTornDownUnderTheServerIsReportedAndResumable() async throws {
-    let session = try await TestSession.start()
+    let session = try await TestSession.startOutsideEphemeralPorts()
     defer { Task { await session.stop() } }
     #expect(try await session.upload("before.txt", [1]).status == 201)
     let fd = try #require(try Self.listeningDescriptor(port: session.port))

@@ -101,6 +101,23 @@ struct TestSession {
     return TestSession(server: server, port: addresses[0].port, log: log, root: root)
   }
 
+  /// Starts on a port below the kernel's ephemeral range (32768–60999 here), for tests that
+  /// suspend and resume: while the listener is closed, a port from that range can be handed to
+  /// another test's client socket as its local port, and the resume then meets
+  /// `EADDRINUSE`. A port chosen here never is. Taken ports are skipped (bounded attempts).
+  static func startOutsideEphemeralPorts() async throws -> TestSession {
+    var lastError: (any Error)?
+    for _ in 0..<50 {
+      let port = Int.random(in: 20_000..<32_000)
+      do {
+        return try await start { $0.port = port }
+      } catch {
+        lastError = error
+      }
+    }
+    throw lastError!
+  }
+
   /// Cancels the session and removes the staging root.
   func stop() async {
     await server.cancel()
