@@ -242,21 +242,31 @@ struct OneShotTests {
 
 /// Ports for tests, on 127.0.0.1 only.
 enum FreePort {
-  /// A port nothing listens on (bound, then closed).
+  /// A port nothing listens on (bound, then closed), below the kernel's ephemeral range
+  /// (32768–60999 here): a released ephemeral port can be handed at once to a parallel test's
+  /// listener on port 0 or to a client socket. Bounded attempts.
   static func closed() throws -> Int {
-    let listener = try silentListener()
-    close(listener.descriptor)
-    return listener.port
+    var lastError: (any Error)?
+    for _ in 0..<50 {
+      do {
+        let listener = try silentListener(port: Int.random(in: 10_000..<20_000))
+        close(listener.descriptor)
+        return listener.port
+      } catch {
+        lastError = error
+      }
+    }
+    throw lastError!
   }
 
   /// A socket that listens and never accepts: connections hang in the backlog.
-  static func silentListener() throws -> (descriptor: Int32, port: Int) {
+  static func silentListener(port: Int = 0) throws -> (descriptor: Int32, port: Int) {
     let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard descriptor >= 0 else { throw HarnessError(description: "socket failed") }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = 0
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
     var length = socklen_t(MemoryLayout<sockaddr_in>.size)
     let bound = withUnsafeMutablePointer(to: &address) {
       $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {

@@ -60,10 +60,20 @@ func giveToGuest(_ url: URL) throws {
   }
 }
 
-/// A TCP port on 127.0.0.1 that nothing listens on (bound, then released).
+/// A TCP port on 127.0.0.1 that nothing listens on (bound, then released). It is chosen below
+/// the kernel's ephemeral range (32768–60999 here): a port from that range, once released, can
+/// be handed at once to another test's listener on port 0 or to a client socket, and a test
+/// expecting "refused" then met a silent listener of a parallel test. Bounded attempts.
 func unusedPort() throws -> Int {
-  let socket = try LoopbackSocket()
-  return socket.port
+  var lastError: (any Error)?
+  for _ in 0..<50 {
+    do {
+      return try LoopbackSocket(port: Int.random(in: 10_000..<20_000)).port
+    } catch {
+      lastError = error
+    }
+  }
+  throw lastError!
 }
 
 /// A listening socket on 127.0.0.1 that never accepts or answers: the kernel completes the TCP
@@ -72,13 +82,13 @@ final class LoopbackSocket {
   let fd: Int32
   let port: Int
 
-  init(listening: Bool = false) throws {
+  init(listening: Bool = false, port requested: Int = 0) throws {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     self.fd = fd
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = 0
+    address.sin_port = in_port_t(UInt16(requested).bigEndian)
     var length = socklen_t(MemoryLayout<sockaddr_in>.size)
     let bound = withUnsafeMutablePointer(to: &address) {
       $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
