@@ -55,8 +55,7 @@ struct PartialFile: Sendable {
       try Syscall.blocking("rename") { renameat(AT_FDCWD, path, folderFD, name) }
       return
     }
-    // `AT_EMPTY_PATH` would need CAP_DAC_READ_SEARCH; the /proc link works for anyone.
-    let link = "/proc/self/fd/\(fd)"
+    let link = descriptorLink
     if linkat(AT_FDCWD, link, folderFD, name, AT_SYMLINK_FOLLOW) == 0 { return }
     guard errno == EEXIST else { throw SystemError(call: "linkat", code: errno) }
     // `linkat` never replaces: link under a hidden name beside the old file, then rename over
@@ -81,15 +80,18 @@ struct PartialFile: Sendable {
 
   /// Whether `incoming` can hold anonymous partial files: one is made and linked to a probe name.
   static func probeKind(in incoming: String) -> Kind {
-    let fd = open(incoming, cbd_o_tmpfile() | O_RDWR | O_CLOEXEC, 0o600)
-    guard fd >= 0 else { return .named }
-    defer { close(fd) }
+    guard let file = try? create(in: incoming, id: 0, kind: .anonymous) else { return .named }
+    defer { close(file.fd) }
     let probe = incoming + "/.anonymous-probe"
     unlink(probe)
-    guard linkat(AT_FDCWD, "/proc/self/fd/\(fd)", AT_FDCWD, probe, AT_SYMLINK_FOLLOW) == 0 else {
+    guard linkat(AT_FDCWD, file.descriptorLink, AT_FDCWD, probe, AT_SYMLINK_FOLLOW) == 0 else {
       return .named
     }
     unlink(probe)
     return .anonymous
   }
+
+  /// The open file as a path `linkat` can follow: `AT_EMPTY_PATH` would need
+  /// CAP_DAC_READ_SEARCH, the /proc link works for anyone.
+  private var descriptorLink: String { "/proc/self/fd/\(fd)" }
 }
