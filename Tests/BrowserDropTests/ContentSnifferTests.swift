@@ -381,6 +381,48 @@ struct ContentSnifferTests {
 
   // MARK: Errors
 
+  /// Every handle reads one mapping of the compiled database: `magic_load` would map it once
+  /// per handle, and the resident set would count each mapping's pages.
+  @Test func handlesShareOneMappingOfTheDatabase() throws {
+    let system = try #require(
+      MappedDatabase.compiledDatabase(in: "/etc/magic:/usr/share/misc/magic"))
+    let directory = FileManager.default.temporaryDirectory
+      .appending(path: "magic-\(UUID().uuidString)", directoryHint: .isDirectory)
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let copy = directory.appending(path: "copy.mgc")
+    try Data(contentsOf: URL(fileURLWithPath: system)).write(to: copy)
+
+    let sniffer = try ContentSniffer(databasePath: copy.path, handleCount: 3)
+    let maps = try String(contentsOfFile: "/proc/self/maps", encoding: .utf8)
+    let mappings = maps.split(separator: "\n").filter { $0.hasSuffix(copy.path) }
+    #expect(mappings.count == 1, "\(mappings)")
+    #expect(sniffer.sniff(ContentFixtures.png()).mimeType == "image/png")
+  }
+
+  @Test func theCompiledDatabaseIsFoundInLibmagicsPathList() throws {
+    let directory = FileManager.default.temporaryDirectory
+      .appending(path: "magic-\(UUID().uuidString)", directoryHint: .isDirectory)
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let comments = directory.appending(path: "local")
+    try Data("# local magic\n\n  # nothing yet\n".utf8).write(to: comments)
+    let definitions = directory.appending(path: "defs")
+    try Data("0 string BDTEST BrowserDrop test\n".utf8).write(to: definitions)
+    let compiled = directory.appending(path: "db.mgc")
+    try Data([1, 2, 3]).write(to: compiled)
+    let plain = directory.appending(path: "db").path
+
+    #expect(MappedDatabase.compiledDatabase(in: "\(comments.path):\(plain)") == compiled.path)
+    #expect(MappedDatabase.compiledDatabase(in: compiled.path) == compiled.path)
+    #expect(
+      MappedDatabase.compiledDatabase(in: "\(directory.path)/missing:\(plain)") == compiled.path)
+    // Definitions of its own, or two databases: libmagic loads them itself.
+    #expect(MappedDatabase.compiledDatabase(in: "\(definitions.path):\(plain)") == nil)
+    #expect(MappedDatabase.compiledDatabase(in: "\(compiled.path):\(plain)") == nil)
+    #expect(MappedDatabase.compiledDatabase(in: "\(directory.path)/none") == nil)
+  }
+
   @Test func missingDatabaseIsOneClearError() {
     #expect {
       _ = try ContentSniffer(databasePath: "/nonexistent/browserdrop/magic.mgc")
