@@ -19,8 +19,12 @@ let package = Package(
     // What Glibc does not export: epoll, eventfd, splice, accept4 flags, interface flags.
     .target(name: "CBrowserDropLinux"),
     .systemLibrary(name: "CMagic", pkgConfig: "libmagic", providers: [.apt(["libmagic-dev"])]),
-    .systemLibrary(
-      name: "CSMBClient", pkgConfig: "smbclient", providers: [.apt(["libsmbclient-dev"])]),
+    // libsmbclient, opened with dlopen the first time an SMB destination is used: only its header
+    // (libsmbclient-dev) is needed to build. Not a pkg-config system library like the others:
+    // SwiftPM puts a system library's `-lsmbclient` first on every product's link line, ahead of
+    // any linker setting (so `--as-needed` can't drop it), and the ~105 libraries it needs would
+    // be mapped at every start: 12 MiB of resident memory even when nothing goes to SMB.
+    .target(name: "CSMBClientLoader"),
     .systemLibrary(
       name: "CQREncode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
 
@@ -37,7 +41,7 @@ let package = Package(
       plugins: ["PageEmbedderPlugin"]),
     .target(
       name: "BrowserDropForwarding",
-      dependencies: ["CSMBClient", "CBrowserDropLinux"],
+      dependencies: ["CSMBClientLoader", "CBrowserDropLinux"],
       swiftSettings: upcoming),
     .executableTarget(
       name: "browserdrop",

@@ -6,7 +6,8 @@
 #   DESTDIR=/tmp/pkg scripts/install.sh  stages the files for a package
 #
 # The binary carries the upload page inside it; it needs only Debian's shared libraries
-# (libqrencode4, libsmbclient, libmagic1) and the Swift runtime, which is linked statically.
+# (libqrencode4, libmagic1; libsmbclient only for SMB forwarding, loaded when first used) and the
+# Swift runtime, which is linked statically.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what BrowserDrop needs from Debian's packages, only what is missing.
-#   scripts/setup.sh          the libraries the build links (libmagic, libsmbclient, libqrencode)
+#   scripts/setup.sh          what the build needs (libmagic, libqrencode, libsmbclient's header)
 #   scripts/setup.sh --test   those, plus what the tests run: samba, chromium, a Python venv
 set -euo pipefail
 cd "$(dirname "$0")/.."

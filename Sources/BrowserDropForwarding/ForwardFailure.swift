@@ -37,6 +37,8 @@ public struct ForwardFailure: Error, Sendable, Equatable, CustomStringConvertibl
     case sourceUnreadable
     /// The destination address is not usable.
     case invalidDestination
+    /// libsmbclient, which SMB forwarding loads when first used, is missing or unusable.
+    case smbUnavailable
     /// Anything else, with the system's own words.
     case other
   }
@@ -58,12 +60,17 @@ public struct ForwardFailure: Error, Sendable, Equatable, CustomStringConvertibl
   /// The underlying `errno`, when there is one.
   public let errno: Int32?
   let place: Place
+  /// The system's own words when there is no `errno`: the dynamic loader's, for `smbUnavailable`.
+  let detail: String?
 
-  init(kind: Kind, place: Place, item: String? = nil, errno: Int32? = nil) {
+  init(
+    kind: Kind, place: Place, item: String? = nil, errno: Int32? = nil, detail: String? = nil
+  ) {
     self.kind = kind
     self.place = place
     self.item = item
     self.errno = errno
+    self.detail = detail
     switch place {
     case .smb(let host, _, _): self.host = host
     case .local(let directory): self.host = directory
@@ -176,6 +183,11 @@ public struct ForwardFailure: Error, Sendable, Equatable, CustomStringConvertibl
         + "Check that the folder is still there."
     case .invalidDestination:
       return "“\(host)” isn't an SMB address. Use smb://server/share or smb://server/share/folder."
+    case .smbUnavailable:
+      let why = detail ?? "no reason given"
+      return "Couldn't forward to \(host) — SMB forwarding needs the libsmbclient library "
+        + "(Debian package libsmbclient), which could not be loaded (\(why)). "
+        + "Install libsmbclient, then forward again."
     case .other:
       return "Couldn't forward to \(host) — \(reason). Try again, or check the destination."
     }

@@ -35,6 +35,33 @@ struct RequestCheckTests {
     #expect(!HostPolicy.originMatches("http://127.0.0.1:8080/path", host: "127.0.0.1:8080"))
   }
 
+  /// The last allowed Host and matching Origin are remembered; the answers must not change
+  /// whatever came before them.
+  @Test func rememberedAnswersNeverLeakToOtherValues() {
+    for host in Self.allowedHosts + Self.refusedHosts + Self.allowedHosts {
+      let expected = Self.allowedHosts.contains(host)
+      #expect(HostPolicy.isAllowed(host: host) == expected, "\(host)")
+      #expect(HostPolicy.isAllowed(host: host) == expected, "\(host), asked again")
+    }
+    for _ in 0..<2 {
+      #expect(HostPolicy.originMatches("http://127.0.0.1:8080", host: "127.0.0.1:8080"))
+      #expect(!HostPolicy.originMatches("http://127.0.0.1:8080", host: "127.0.0.1:8081"))
+      #expect(!HostPolicy.originMatches("http://127.0.0.1:8081", host: "127.0.0.1:8080"))
+    }
+  }
+
+  /// The 201 is assembled from constant halves; it must be exactly the generic JSON response.
+  @Test(arguments: [
+    "a.txt", "Photos/2024/IMG 0001.JPG", "say \"hi\".txt", "back\\slash", "Über/ß.txt",
+  ])
+  func createdResponseIsTheGenericJSONResponse(path: String) {
+    let quoted = JSONText.quoted(path)
+    #expect(Response.created(path: path) == Response.json(status: 201, "{\"path\":\(quoted)}"))
+    let decoded = try? JSONDecoder().decode(
+      [String: String].self, from: Data("{\"path\":\(quoted)}".utf8))
+    #expect(decoded?["path"] == path)
+  }
+
   @Test func foreignHostsAreForbiddenForGetAndPost() async throws {
     let session = try await TestSession.start()
     defer { Task { await session.stop() } }

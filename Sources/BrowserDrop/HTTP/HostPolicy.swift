@@ -1,12 +1,26 @@
 import Glibc
+import Synchronization
 
 /// The DNS-rebinding and cross-site checks: which Host and Origin values are the server's own.
 enum HostPolicy {
   private static let privateSuffixes = [".local", ".lan", ".home", ".home.arpa", ".internal"]
 
+  /// The last Host value found allowed, and the last Origin and Host found to match: nearly
+  /// every request repeats them, the checks are pure functions of the text, and comparing two
+  /// short strings costs far less than parsing one.
+  private static let lastAllowedHost = Mutex<String?>(nil)
+  private static let lastMatchingOrigin = Mutex<(origin: String, host: String)?>(nil)
+
   /// Whether `host` (a Host header value, port included) names this machine on a private
   /// network: an IP literal, `localhost`, a single-label name or a private-use suffix.
   static func isAllowed(host value: String) -> Bool {
+    if lastAllowedHost.withLock({ $0 == value }) { return true }
+    guard checkHost(value) else { return false }
+    lastAllowedHost.withLock { $0 = value }
+    return true
+  }
+
+  private static func checkHost(_ value: String) -> Bool {
     // Only the bytes a name, an IP literal and a port are made of. Anything else, a NUL above
     // all, is refused before it reaches `inet_pton`, which would stop reading at a NUL.
     guard value.utf8.allSatisfy(isHostByte), let (name, _) = split(value) else { return false }
@@ -36,6 +50,13 @@ enum HostPolicy {
 
   /// Whether `origin` is `http://` + the request's Host (the same host and port).
   static func originMatches(_ origin: String, host: String) -> Bool {
+    if lastMatchingOrigin.withLock({ $0?.origin == origin && $0?.host == host }) { return true }
+    guard checkOrigin(origin, host: host) else { return false }
+    lastMatchingOrigin.withLock { $0 = (origin, host) }
+    return true
+  }
+
+  private static func checkOrigin(_ origin: String, host: String) -> Bool {
     let prefix = "http://"
     guard origin.count > prefix.count, origin.lowercased().hasPrefix(prefix),
       let (originName, originPort) = split(String(origin.dropFirst(prefix.count))),

@@ -1,4 +1,5 @@
 public import FoundationEssentials
+import Glibc
 import Synchronization
 
 /// One upload session: an HTTP server that serves the upload page and stores what arrives in a
@@ -41,6 +42,8 @@ public actor BrowserDropServer {
   private var progressTask: Task<Void, Never>?
   private var services: SessionServices?
   private var freeSpace = FreeSpaceEstimate()
+  /// The session folder, open from `start()` until the session ends (`StagingFolder.place`).
+  private var sessionFD: Int32 = -1
 
   /// Creates a session; nothing listens until `start()`.
   public init(configuration: Configuration = Configuration()) {
@@ -81,17 +84,27 @@ public actor BrowserDropServer {
     case .idle: break
     }
     let staging = self.staging
-    let (caseInsensitive, partialKind) = try await BlockingPool.shared.run {
-      () throws(BrowserDropError) -> (Bool, PartialFile.Kind) in
+    let (caseInsensitive, partialKind, sessionFD) = try await BlockingPool.shared.run {
+      () throws(BrowserDropError) -> (Bool, PartialFile.Kind, Int32) in
       try staging.create()
-      return (staging.probeCaseInsensitivity(), PartialFile.probeKind(in: staging.incomingPath))
+      let fd: Int32
+      do throws(SystemError) {
+        fd = try staging.openSession()
+      } catch {
+        throw .stagingUnavailable(path: staging.root.path, reason: error.reason)
+      }
+      return (
+        staging.probeCaseInsensitivity(), PartialFile.probeKind(in: staging.incomingPath), fd
+      )
     }
+    self.sessionFD = sessionFD
     index = SessionIndex(caseInsensitive: caseInsensitive)
     let services: SessionServices
     do {
       services = try await SessionServices.load(
         server: self, configuration: configuration, staging: staging, partialKind: partialKind)
     } catch {
+      closeSession()
       staging.removeAll()
       throw error
     }
@@ -99,6 +112,7 @@ public actor BrowserDropServer {
     do {
       try listen(port: configuration.port, fallback: true)
     } catch {
+      closeSession()
       staging.removeAll()
       throw error
     }
@@ -182,10 +196,16 @@ public actor BrowserDropServer {
     currentAddresses = InterfaceAddresses.current(
       port: listener.port, bindAddress: configuration.bindAddress)
     phase = .listening
-    listenerTask = Task { [weak self] in
+    // The listener and its connections run on the event loop (see `Reactor`).
+    listenerTask = Task(executorPreference: Reactor.shared) { [weak self] in
       let lost = await services.serve(listener)
       if lost { await self?.listenerLost() }
     }
+  }
+
+  private func closeSession() {
+    if sessionFD >= 0 { close(sessionFD) }
+    sessionFD = -1
   }
 
   private func listenerLost() {
@@ -204,6 +224,7 @@ public actor BrowserDropServer {
 
   private func end() async {
     phase = .ended
+    defer { closeSession() }
     monitorTask?.cancel()
     monitorTask = nil
     await stopListening()
@@ -292,7 +313,7 @@ public actor BrowserDropServer {
     }
     let changed: [String]
     do {
-      changed = try staging.place(partial: partial, at: ticket.path)
+      changed = try staging.place(partial: partial, at: ticket.path, sessionFD: sessionFD)
     } catch {
       finishUpload(ticket, failure: .writeFailed(error.reason))
       return .failure(Refusal(.writeFailed, "The file couldn't be stored: \(error.reason)."))

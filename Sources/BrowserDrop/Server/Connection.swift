@@ -177,9 +177,16 @@ struct Connection {
       }
       let transfer = BodyTransfer(
         socket: socket, file: fd, idleTimeout: idleTimeout, counter: ticket.counter)
-      if try await !transfer.move(size - received) {
-        return .failure(BodyFailure(reason: .connectionLost))
-      }
+      let remaining = size - received
+      // A large body moves on the cooperative pool, so that many at once use every core and
+      // the event loop stays free for the small requests (see `Reactor`).
+      let complete =
+        remaining >= BodyTransfer.spliceThreshold
+        ? try await withTaskExecutorPreference(globalConcurrentExecutor) {
+          try await transfer.move(remaining)
+        }
+        : try await transfer.move(remaining)
+      if !complete { return .failure(BodyFailure(reason: .connectionLost)) }
     } catch let error as SystemError {
       if error.code == ENOSPC || error.code == EDQUOT {
         return .failure(

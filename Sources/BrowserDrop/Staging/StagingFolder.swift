@@ -80,26 +80,39 @@ struct StagingFolder: Sendable {
   /// Moves a complete partial file into place, creating its folders. Returns the folders whose
   /// entries changed (to be flushed for durability). Runs in the actor: metadata calls only.
   /// Never follows a symlink on the way: a folder replaced by a link (planted by another
-  /// process) fails the upload instead of sending the file elsewhere.
-  func place(partial: PartialFile, at path: UploadPath) throws(SystemError) -> [String] {
+  /// process) fails the upload instead of sending the file elsewhere. `sessionFD` is the session
+  /// folder, open for the session's life, so a file at the top level costs no extra `open`.
+  func place(
+    partial: PartialFile, at path: UploadPath, sessionFD: Int32
+  ) throws(SystemError) -> [String] {
     var changed: [String] = []
-    let (folderFD, folder, created) = try openFolder(path.segments.dropLast(), creating: true)
-    defer { close(folderFD) }
+    let (folderFD, folder, created) = try openFolder(
+      path.segments.dropLast(), creating: true, from: sessionFD)
+    defer { if folderFD != sessionFD { close(folderFD) } }
     changed += created
     try partial.install(in: folderFD, as: String(path.segments.last!))
     changed.append(folder)
     return changed
   }
 
-  /// Opens the session folder and then each of `segments` below it without following a symlink
-  /// (`O_NOFOLLOW`), creating missing ones when asked. Returns the last folder's descriptor, its
-  /// path and the folders whose entries changed.
-  private func openFolder(
-    _ segments: ArraySlice<Substring>, creating: Bool
-  ) throws(SystemError) -> (Int32, String, [String]) {
-    let flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
-    var fd = open(sessionPath, flags)
+  /// Opens the session folder, read-only and never through a symlink.
+  func openSession() throws(SystemError) -> Int32 {
+    let fd = open(sessionPath, Self.folderFlags)
     guard fd >= 0 else { throw SystemError(call: "open", code: errno) }
+    return fd
+  }
+
+  private static let folderFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
+
+  /// Opens each of `segments` below the session folder without following a symlink
+  /// (`O_NOFOLLOW`), creating missing ones when asked. Starts from `sessionFD` when given (the
+  /// caller keeps it; it is returned as is when `segments` is empty), else opens the session
+  /// folder. Returns the last folder's descriptor, its path and the folders whose entries changed.
+  private func openFolder(
+    _ segments: ArraySlice<Substring>, creating: Bool, from sessionFD: Int32? = nil
+  ) throws(SystemError) -> (Int32, String, [String]) {
+    var fd: Int32
+    if let sessionFD { fd = sessionFD } else { fd = try openSession() }
     var folder = sessionPath
     var changed: [String] = []
     for segment in segments {
@@ -109,13 +122,13 @@ struct StagingFolder: Sendable {
           changed.append(folder)
         } else if errno != EEXIST {
           let code = errno
-          close(fd)
+          if fd != sessionFD { close(fd) }
           throw SystemError(call: "mkdir", code: code)
         }
       }
-      let next = openat(fd, name, flags)
+      let next = openat(fd, name, Self.folderFlags)
       let code = errno
-      close(fd)
+      if fd != sessionFD { close(fd) }
       guard next >= 0 else { throw SystemError(call: "open", code: code) }
       fd = next
       folder += "/" + name

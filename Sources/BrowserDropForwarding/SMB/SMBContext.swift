@@ -1,11 +1,12 @@
-internal import CSMBClient
+internal import CSMBClientLoader
 import Glibc
 
 /// One libsmbclient context for one delivery, so a connection is never reused across a host and
 /// port it was not opened for (libsmbclient's connection cache ignores the port).
 ///
 /// `@unchecked Sendable`: every method must run on ``DedicatedThread/smb``; the library is not
-/// thread-safe even with a context per thread.
+/// thread-safe even with a context per thread. ``SMBLibrary/load(_:)`` must have succeeded on that
+/// thread before a context is created.
 final class SMBContext: @unchecked Sendable {
   private let context: UnsafeMutablePointer<SMBCCTX>
   private let credentials: Credentials
@@ -13,29 +14,29 @@ final class SMBContext: @unchecked Sendable {
 
   /// Creates and initialises a context for `destination`. Runs on the SMB thread.
   init(for destination: SMBDestination) throws(SystemError) {
-    guard let context = smbc_new_context() else { throw SystemError.last("smbc_new_context") }
+    guard let context = cbd_smbc_new_context() else { throw SystemError.last("smbc_new_context") }
     self.context = context
     self.credentials = destination.credentials
     self.baseURL =
       "smb://\(destination.host):\(destination.port)/" + SMBURL.encode(destination.share)
 
-    smbc_setDebug(context, 0)
-    smbc_setLogCallback(context, nil, SMBLog.callback)
-    smbc_setOptionUserData(context, Unmanaged.passUnretained(self).toOpaque())
-    smbc_setFunctionAuthDataWithContext(context, SMBContext.authenticate)
+    cbd_smbc_setDebug(context, 0)
+    cbd_smbc_setLogCallback(context, nil, SMBLog.callback)
+    cbd_smbc_setOptionUserData(context, Unmanaged.passUnretained(self).toOpaque())
+    cbd_smbc_setFunctionAuthDataWithContext(context, SMBContext.authenticate)
     // Otherwise a rejected password silently falls back to guest and guest shares "work".
-    smbc_setOptionNoAutoAnonymousLogin(context, credentials.isGuest ? 0 : 1)
-    smbc_setOptionUseKerberos(context, 0)
-    smbc_setOptionFallbackAfterKerberos(context, 1)
-    smbc_setPort(context, UInt16(clamping: destination.port))
-    guard smbc_init_context(context) != nil else {
+    cbd_smbc_setOptionNoAutoAnonymousLogin(context, credentials.isGuest ? 0 : 1)
+    cbd_smbc_setOptionUseKerberos(context, 0)
+    cbd_smbc_setOptionFallbackAfterKerberos(context, 1)
+    cbd_smbc_setPort(context, UInt16(clamping: destination.port))
+    guard cbd_smbc_init_context(context) != nil else {
       let error = SystemError.last("smbc_init_context")
-      smbc_free_context(context, 1)
+      cbd_smbc_free_context(context, 1)
       throw error
     }
     let options = destination.options
-    smbc_setTimeout(context, options.timeoutMilliseconds)
-    smbc_setOptionProtocols(
+    cbd_smbc_setTimeout(context, options.timeoutMilliseconds)
+    cbd_smbc_setOptionProtocols(
       context, options.minimumProtocol.rawValue, options.maximumProtocol.rawValue)
     let level: smbc_smb_encrypt_level =
       switch options.encryption {
@@ -43,13 +44,13 @@ final class SMBContext: @unchecked Sendable {
       case .requested: SMBC_ENCRYPTLEVEL_REQUEST
       case .required: SMBC_ENCRYPTLEVEL_REQUIRE
       }
-    smbc_setOptionSmbEncryptionLevel(context, level)
+    cbd_smbc_setOptionSmbEncryptionLevel(context, level)
   }
 
   /// libsmbclient asks for credentials per server and share; answer from ``Credentials``.
   private static let authenticate: smbc_get_auth_data_with_context_fn = {
     context, _, _, workgroup, workgroupLength, username, usernameLength, password, passwordLength in
-    guard let context, let data = smbc_getOptionUserData(context) else { return }
+    guard let context, let data = cbd_smbc_getOptionUserData(context) else { return }
     let owner = Unmanaged<SMBContext>.fromOpaque(data).takeUnretainedValue()
     let credentials = owner.credentials
     if let workgroup, !credentials.workgroup.isEmpty {
@@ -76,20 +77,20 @@ final class SMBContext: @unchecked Sendable {
   /// a rejected sign-in logs "SPNEGO login failed" at level 3; a denied share does not.
   func probeShare() -> (errno: Int32, log: [String])? {
     SMBLog.lines.removeAll()
-    smbc_setDebug(context, 3)
+    cbd_smbc_setDebug(context, 3)
     defer {
-      smbc_setDebug(context, 0)
+      cbd_smbc_setDebug(context, 0)
       SMBLog.lines.removeAll()
     }
     var info = Glibc.stat()
-    if smbc_getFunctionStat(context)!(context, url([]), &info) == 0 { return nil }
+    if cbd_smbc_getFunctionStat(context)!(context, url([]), &info) == 0 { return nil }
     return (errno, SMBLog.lines)
   }
 
   /// `smbc_stat`.
   func stat(_ path: RelativePath) throws(SystemError) -> Glibc.stat {
     var info = Glibc.stat()
-    guard smbc_getFunctionStat(context)!(context, url(path), &info) == 0 else {
+    guard cbd_smbc_getFunctionStat(context)!(context, url(path), &info) == 0 else {
       throw SystemError.last("smbc_stat")
     }
     return info
@@ -97,14 +98,14 @@ final class SMBContext: @unchecked Sendable {
 
   /// `smbc_mkdir`.
   func makeDirectory(_ path: RelativePath) throws(SystemError) {
-    guard smbc_getFunctionMkdir(context)!(context, url(path), 0o755) == 0 else {
+    guard cbd_smbc_getFunctionMkdir(context)!(context, url(path), 0o755) == 0 else {
       throw SystemError.last("smbc_mkdir")
     }
   }
 
   /// `smbc_open`.
   func open(_ path: RelativePath, flags: Int32) throws(SystemError) -> SMBFile {
-    guard let file = smbc_getFunctionOpen(context)!(context, url(path), flags, 0o644) else {
+    guard let file = cbd_smbc_getFunctionOpen(context)!(context, url(path), flags, 0o644) else {
       throw SystemError.last("smbc_open")
     }
     return SMBFile(handle: file)
@@ -114,7 +115,7 @@ final class SMBContext: @unchecked Sendable {
   func write(_ file: SMBFile, _ bytes: UnsafeRawBufferPointer) throws(SystemError) {
     var written = 0
     while written < bytes.count {
-      let count = smbc_getFunctionWrite(context)!(
+      let count = cbd_smbc_getFunctionWrite(context)!(
         context, file.handle, bytes.baseAddress! + written, bytes.count - written)
       guard count > 0 else { throw SystemError.last("smbc_write") }
       written += count
@@ -127,14 +128,15 @@ final class SMBContext: @unchecked Sendable {
   ) throws(SystemError)
     -> Int
   {
-    let count = smbc_getFunctionRead(context)!(context, file.handle, bytes.baseAddress, bytes.count)
+    let count = cbd_smbc_getFunctionRead(context)!(
+      context, file.handle, bytes.baseAddress, bytes.count)
     guard count >= 0 else { throw SystemError.last("smbc_read") }
     return count
   }
 
   /// `smbc_close`; its failure means the data may not have arrived.
   func close(_ file: SMBFile) throws(SystemError) {
-    guard smbc_getFunctionClose(context)!(context, file.handle) == 0 else {
+    guard cbd_smbc_getFunctionClose(context)!(context, file.handle) == 0 else {
       throw SystemError.last("smbc_close")
     }
   }
@@ -142,21 +144,21 @@ final class SMBContext: @unchecked Sendable {
   /// `smbc_rename`. It overwrites an existing file (and even an empty folder): callers decide
   /// the final name first.
   func rename(_ from: RelativePath, to: RelativePath) throws(SystemError) {
-    guard smbc_getFunctionRename(context)!(context, url(from), context, url(to)) == 0 else {
+    guard cbd_smbc_getFunctionRename(context)!(context, url(from), context, url(to)) == 0 else {
       throw SystemError.last("smbc_rename")
     }
   }
 
   /// `smbc_unlink`.
   func unlink(_ path: RelativePath) throws(SystemError) {
-    guard smbc_getFunctionUnlink(context)!(context, url(path)) == 0 else {
+    guard cbd_smbc_getFunctionUnlink(context)!(context, url(path)) == 0 else {
       throw SystemError.last("smbc_unlink")
     }
   }
 
   /// Ends the connection and frees the context.
   func free() {
-    smbc_free_context(context, 1)
+    cbd_smbc_free_context(context, 1)
   }
 }
 

@@ -1,4 +1,4 @@
-internal import CSMBClient
+internal import CSMBClientLoader
 import Glibc
 
 /// An SMB share folder as a ``DestinationFileSystem``. Every libsmbclient call runs on
@@ -19,12 +19,18 @@ struct SMBFileSystem: DestinationFileSystem {
     self.place = place
   }
 
-  /// Connects, signs in, and creates the destination folder inside the share when missing.
-  static func connect(to destination: SMBDestination) async throws -> SMBFileSystem {
+  /// Loads libsmbclient (`library`, see ``SMBLibrary``) when this is the first SMB delivery,
+  /// connects, signs in, and creates the destination folder inside the share when missing.
+  static func connect(
+    to destination: SMBDestination, library: String = SMBLibrary.defaultName
+  ) async throws -> SMBFileSystem {
     let place = ForwardFailure.Place.smb(
       host: destination.host, share: destination.share,
       user: destination.credentials.isGuest ? nil : destination.credentials.username)
     return try await DedicatedThread.smb.run {
+      if let reason = SMBLibrary.load(library) {
+        throw ForwardFailure(kind: .smbUnavailable, place: place, detail: reason)
+      }
       let context: SMBContext
       do throws(SystemError) {
         context = try SMBContext(for: destination)

@@ -1,0 +1,90 @@
+#ifndef C_SMBCLIENT_LOADER_H
+#define C_SMBCLIENT_LOADER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/stat.h>
+#include <fcntl.h>
+
+/* Only the declarations of libsmbclient-dev are used: the library itself is opened with dlopen
+   when SMB is first used, so programs that never forward to SMB never map it (nor the ~100 samba,
+   gnutls, krb5 and ICU libraries it needs). The path is the one smbclient.pc names, spelled out
+   because depending on the pkg-config system library would link libsmbclient (see Package.swift). */
+#if __has_include(<samba-4.0/libsmbclient.h>)
+#include <samba-4.0/libsmbclient.h>
+#else
+#error "libsmbclient.h not found: install the Debian package libsmbclient-dev (scripts/setup.sh)"
+#endif
+
+/// Opens `library` (normally "libsmbclient.so.0") with dlopen(RTLD_NOW | RTLD_LOCAL) and resolves
+/// every libsmbclient function the `cbd_smbc_*` wrappers below call.
+///
+/// Returns 0 when the library loaded and has all of them. Otherwise returns -1 and writes the
+/// dynamic loader's reason (dlerror's text, e.g. "libsmbclient.so.0: cannot open shared object
+/// file: No such file or directory") to `error`, NUL-terminated and cut to `error_size` bytes;
+/// nothing is kept, so a later call tries again (after the package has been installed).
+///
+/// Thread-safe, and cheap after the first success: the first library that loads stays in use for
+/// the life of the process and is never closed; a later call only checks that `library` loads
+/// (dlopen of a loaded library just counts a reference, released again at once).
+///
+/// Call the wrappers only on a thread that has itself had 0 from this function: the lock it takes
+/// is what makes the resolved functions visible to that thread.
+int cbd_smbc_load(const char *library, char *error, size_t error_size);
+
+/* The libsmbclient functions BrowserDropForwarding calls, each forwarding to the function of the
+   same name without `cbd_` in the library cbd_smbc_load opened; see libsmbclient.h for what they
+   do. Calling one before cbd_smbc_load has succeeded is a NULL call. */
+
+/// smbc_new_context: a new, uninitialised context, or NULL with errno set.
+SMBCCTX *cbd_smbc_new_context(void);
+/// smbc_init_context: initialises `context`; NULL with errno set on failure.
+SMBCCTX *cbd_smbc_init_context(SMBCCTX *context);
+/// smbc_free_context: frees `context`, closing its connections when `shutdown_ctx` is 1.
+int cbd_smbc_free_context(SMBCCTX *context, int shutdown_ctx);
+/// smbc_setDebug: the library's log level for `context` (0 = errors only).
+void cbd_smbc_setDebug(SMBCCTX *context, int debug);
+/// smbc_setLogCallback: where `context`'s log lines go instead of stderr.
+void cbd_smbc_setLogCallback(SMBCCTX *context, void *private_ptr, smbc_debug_callback_fn fn);
+/// smbc_setOptionUserData: a pointer kept with `context` for callbacks.
+void cbd_smbc_setOptionUserData(SMBCCTX *context, void *user_data);
+/// smbc_getOptionUserData: the pointer set with cbd_smbc_setOptionUserData.
+void *cbd_smbc_getOptionUserData(SMBCCTX *context);
+/// smbc_setFunctionAuthDataWithContext: the callback that supplies credentials.
+void cbd_smbc_setFunctionAuthDataWithContext(
+    SMBCCTX *context, smbc_get_auth_data_with_context_fn fn);
+/// smbc_setOptionNoAutoAnonymousLogin: whether a rejected sign-in may fall back to guest.
+void cbd_smbc_setOptionNoAutoAnonymousLogin(SMBCCTX *context, smbc_bool value);
+/// smbc_setOptionUseKerberos: whether to try Kerberos.
+void cbd_smbc_setOptionUseKerberos(SMBCCTX *context, smbc_bool value);
+/// smbc_setOptionFallbackAfterKerberos: whether to try NTLM after Kerberos.
+void cbd_smbc_setOptionFallbackAfterKerberos(SMBCCTX *context, smbc_bool value);
+/// smbc_setPort: the TCP port to connect to (0 means the default).
+void cbd_smbc_setPort(SMBCCTX *context, uint16_t port);
+/// smbc_setTimeout: how long to wait for a connection or a reply, in milliseconds.
+void cbd_smbc_setTimeout(SMBCCTX *context, int timeout);
+/// smbc_setOptionProtocols: the lowest and highest protocol to negotiate (e.g. "SMB2",
+/// "SMB3"); false when not accepted.
+smbc_bool cbd_smbc_setOptionProtocols(
+    SMBCCTX *context, const char *min_proto, const char *max_proto);
+/// smbc_setOptionSmbEncryptionLevel: whether to ask for or require encryption.
+void cbd_smbc_setOptionSmbEncryptionLevel(SMBCCTX *context, smbc_smb_encrypt_level level);
+/// smbc_getFunctionStat: `context`'s stat.
+smbc_stat_fn cbd_smbc_getFunctionStat(SMBCCTX *context);
+/// smbc_getFunctionMkdir: `context`'s mkdir.
+smbc_mkdir_fn cbd_smbc_getFunctionMkdir(SMBCCTX *context);
+/// smbc_getFunctionOpen: `context`'s open.
+smbc_open_fn cbd_smbc_getFunctionOpen(SMBCCTX *context);
+/// smbc_getFunctionRead: `context`'s read.
+smbc_read_fn cbd_smbc_getFunctionRead(SMBCCTX *context);
+/// smbc_getFunctionWrite: `context`'s write.
+smbc_write_fn cbd_smbc_getFunctionWrite(SMBCCTX *context);
+/// smbc_getFunctionClose: `context`'s close.
+smbc_close_fn cbd_smbc_getFunctionClose(SMBCCTX *context);
+/// smbc_getFunctionRename: `context`'s rename.
+smbc_rename_fn cbd_smbc_getFunctionRename(SMBCCTX *context);
+/// smbc_getFunctionUnlink: `context`'s unlink.
+smbc_unlink_fn cbd_smbc_getFunctionUnlink(SMBCCTX *context);
+
+#endif
