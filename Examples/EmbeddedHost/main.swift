@@ -3,7 +3,8 @@
 //
 //   swift run EmbeddedHost [INBOX]      (default inbox: ./Inbox)
 import BrowserDrop
-import Foundation
+import Dispatch
+import FoundationEssentials
 
 let inbox = URL(
   filePath: CommandLine.arguments.dropFirst().first ?? "Inbox", directoryHint: .isDirectory)
@@ -40,12 +41,12 @@ let progress = Task {
   }
 }
 
-// Enter ends the session. readLine blocks, so it runs on a thread of its own.
+// Enter ends the session. readLine blocks, so it runs on a Dispatch thread, not the task pool's.
 await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-  Thread {
+  DispatchQueue.global().async {
     _ = readLine()
     continuation.resume()
-  }.start()
+  }
 }
 
 // The person is done: take the folder holding everything that arrived, laid out as they sent it.

@@ -1,4 +1,5 @@
-public import Foundation
+public import FoundationEssentials
+import Glibc
 
 /// Delivers a finished folder to a ``Destination``, file by file, without losing or duplicating
 /// anything.

@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 
 /// A folder on this computer. It is created (with its parents) when missing.
 public struct LocalDestination: Destination {

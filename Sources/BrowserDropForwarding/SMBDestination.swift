@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 
 /// A folder on an SMB share: `smb://[user@]host[:port]/share[/path]`.
 ///
@@ -32,7 +32,7 @@ public struct SMBDestination: Destination {
       components.password == nil
     else { throw ForwardFailure(kind: .invalidDestination, place: .address(text)) }
     let segments = components.percentEncodedPath.split(separator: "/").map {
-      String($0).removingPercentEncoding ?? String($0)
+      SMBURL.decode(String($0)) ?? String($0)
     }
     guard let share = segments.first, !share.isEmpty,
       !segments.contains(where: { $0 == "." || $0 == ".." })
@@ -78,10 +78,10 @@ extension SMBDestination: DestinationBackend {
 }
 
 /// Builds libsmbclient URLs.
-enum SMBURL {
+package enum SMBURL {
   /// Everything but RFC 3986 unreserved characters is percent-encoded, so `?`, `#`, `%` and `/`
   /// inside a name reach the server as that name (libsmbclient percent-decodes every path).
-  static func encode(_ component: String) -> String {
+  package static func encode(_ component: String) -> String {
     var result = ""
     for byte in component.utf8 {
       switch byte {
@@ -90,9 +90,39 @@ enum SMBURL {
         UInt8(ascii: "_"), UInt8(ascii: "~"):
         result.unicodeScalars.append(Unicode.Scalar(byte))
       default:
-        result += String(format: "%%%02X", byte)
+        let hex = Array("0123456789ABCDEF".unicodeScalars)
+        result.unicodeScalars.append("%")
+        result.unicodeScalars.append(hex[Int(byte >> 4)])
+        result.unicodeScalars.append(hex[Int(byte & 0x0F)])
       }
     }
     return result
+  }
+
+  /// Percent-decodes `text` as Foundation's `removingPercentEncoding`: `nil` when a `%` is not
+  /// followed by two hexadecimal digits or the bytes are not UTF-8.
+  static func decode(_ text: String) -> String? {
+    var bytes: [UInt8] = []
+    var rest = text.utf8[...]
+    while let byte = rest.popFirst() {
+      guard byte == UInt8(ascii: "%") else {
+        bytes.append(byte)
+        continue
+      }
+      guard let high = rest.popFirst().flatMap(hexValue),
+        let low = rest.popFirst().flatMap(hexValue)
+      else { return nil }
+      bytes.append(high << 4 | low)
+    }
+    return String(validating: bytes, as: UTF8.self)
+  }
+
+  private static func hexValue(_ digit: UInt8) -> UInt8? {
+    switch digit {
+    case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
+    case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
+    case UInt8(ascii: "A")...UInt8(ascii: "F"): digit - UInt8(ascii: "A") + 10
+    default: nil
+    }
   }
 }

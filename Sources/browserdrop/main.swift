@@ -1,6 +1,7 @@
 // browserdrop: receive files from any browser on the local network and forward them to a folder
 // or an SMB share. See `browserdrop --help` and docs/command.md.
-import Foundation
+import FoundationEssentials
+import Glibc
 
 let command: ParsedCommand
 do {

@@ -114,6 +114,47 @@ struct OneShotTests {
     }
   }
 
+  @Test("{date} and {time} are the system's local time (TZ), and ~ in --to is the home folder")
+  func batchFolderInLocalTime() async throws {
+    let folder = try TemporaryFolder()
+    let home = FileManager.default.homeDirectoryForCurrentUser.path
+    // A destination under ~: the command must expand it as NSString's expandingTildeInPath did.
+    let relative = "browserdrop-test-\(UUID().uuidString)"
+    defer { try? FileManager.default.removeItem(atPath: home + "/" + relative) }
+    // UTC+05:30 all year. (A POSIX rule such as IST-5:30 would do without the zone database,
+    // but Foundation's ICU ignored those and used GMT.)
+    let command = try CommandProcess(
+      [
+        "--json", "--port", "0", "--bind", "127.0.0.1", "--staging",
+        folder.path("staging").path, "--to", "~/" + relative + "/", "--batch-folder",
+        "{date} {time} #{n}",
+      ], environment: ["TZ": "Asia/Kolkata"])
+    defer { Task { await command.stop() } }
+    let port = try await command.listeningPort()
+    let file = try folder.makeFile("t.txt", size: 10)
+    #expect(try await Uploader.upload(file, as: "t.txt", port: port) == 201)
+    let before = Date()
+    command.send(SIGINT)
+    #expect(try await command.waitForExit() == 0)
+    let after = Date()
+
+    var calendar = Calendar(identifier: .gregorian)
+    calendar.timeZone = try #require(TimeZone(secondsFromGMT: 5 * 3600 + 1800))
+    var expected: Set<String> = []
+    for second in Int(before.timeIntervalSince1970)...Int(after.timeIntervalSince1970) {
+      let parts = calendar.dateComponents(
+        [.year, .month, .day, .hour, .minute, .second],
+        from: Date(timeIntervalSince1970: Double(second)))
+      expected.insert(
+        String(
+          format: "%04d-%02d-%02d %02d.%02d.%02d #1/t.txt", parts.year!, parts.month!, parts.day!,
+          parts.hour!, parts.minute!, parts.second!))
+    }
+    let delivered = TemporaryFolder.files(in: URL(filePath: home + "/" + relative))
+    #expect(delivered.count == 1)
+    #expect(expected.contains(delivered.first ?? ""), "\(delivered) not in \(expected.sorted())")
+  }
+
   @Test("Without --to the staged files are kept under a name the next start leaves alone")
   func keptWithoutDestination() async throws {
     let folder = try TemporaryFolder()

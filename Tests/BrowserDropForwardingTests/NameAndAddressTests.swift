@@ -71,4 +71,13 @@ struct NameAndAddressTests {
     #expect(SMBURL.encode("100% done?#1/x y") == "100%25%20done%3F%231%2Fx%20y")
     #expect(SMBURL.encode("ü") == "%C3%BC")
   }
+
+  @Test func decodesAsRemovingPercentEncoding() {
+    for text in [
+      "abc", "%41", "%zz", "%4", "%", "a%2Fb", "%c3%a9", "%E9", "%00", "%C3", "%e2%82%ac", "100%",
+      "%%41", "é%20x", "+",
+    ] {
+      #expect(SMBURL.decode(text) == text.removingPercentEncoding, "\(text)")
+    }
+  }
 }

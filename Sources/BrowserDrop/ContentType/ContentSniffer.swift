@@ -1,5 +1,6 @@
 internal import CMagic
-import Foundation
+import FoundationEssentials
+import Glibc
 internal import Synchronization
 
 /// Tells what a file really is from its first bytes, with libmagic and our own executable
@@ -94,15 +95,20 @@ final class ContentSniffer: Sendable {
 
   /// Reads the first ``prefixLength`` bytes of the file at `url` and sniffs them. Blocking I/O.
   func sniff(contentsOf url: URL) throws -> SniffResult {
-    let handle = try FileHandle(forReadingFrom: url)
-    defer { try? handle.close() }
-    var prefix = Data()
-    while prefix.count < Self.prefixLength,
-      let chunk = try handle.read(upToCount: Self.prefixLength - prefix.count), !chunk.isEmpty
-    {
-      prefix.append(chunk)
+    let fd = try Syscall.blocking("open") { open(url.path, O_RDONLY | O_CLOEXEC) }
+    defer { close(fd) }
+    var prefix = [UInt8](repeating: 0, count: Self.prefixLength)
+    var count = 0
+    while count < prefix.count {
+      let read = try prefix.withUnsafeMutableBytes { buffer in
+        try Syscall.blocking("read") {
+          Glibc.read(fd, buffer.baseAddress! + count, buffer.count - count)
+        }
+      }
+      if read == 0 { break }
+      count += read
     }
-    return sniff(prefix)
+    return sniff(Array(prefix[..<count]))
   }
 
   /// libmagic's answer from the first free handle, or from the next one in turn (waiting for
@@ -120,7 +126,7 @@ final class ContentSniffer: Sendable {
   /// Splits `image/png; charset=binary` into a lowercased type and a charset (`nil` for binary).
   private static func parse(_ answer: String, isEmpty: Bool) -> (String, String?) {
     let parts = answer.split(separator: ";", maxSplits: 1)
-    var type = parts.first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+    var type = parts.first.map { $0.trimmingWhitespace().lowercased() } ?? ""
     // libmagic 5.44 names an empty buffer `application/x-empty`; older ones `inode/x-empty`.
     if isEmpty || type.hasSuffix("/x-empty") {
       type = SniffResult.emptyType
@@ -129,7 +135,7 @@ final class ContentSniffer: Sendable {
     }
     var charset: String?
     if parts.count == 2 {
-      let parameter = parts[1].trimmingCharacters(in: .whitespaces).lowercased()
+      let parameter = parts[1].trimmingWhitespace().lowercased()
       if parameter.hasPrefix("charset=") {
         let value = String(parameter.dropFirst("charset=".count))
         if value != "binary" && !value.isEmpty { charset = value }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Our own byte tests for executables and scripts: the only evidence that can refuse an upload.
 ///
@@ -212,7 +212,7 @@ enum ExecutableSignature {
     // A line cut off by the limit is not one the kernel would run; a whole file of one line is.
     guard ended || reader.count <= scriptLineLimit else { return nil }
     let text = String(decoding: line, as: UTF8.self)
-      .trimmingCharacters(in: [" ", "\t", "\r"])
+      .trimming { $0 == " " || $0 == "\t" || $0 == "\r" }
     let words = text.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
     guard let interpreter = words.first, isPlausibleInterpreter(interpreter) else { return nil }
 

@@ -1,5 +1,5 @@
 import CBrowserDropLinux
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// The machine's LAN addresses, from `getifaddrs`, labelled by kind.

@@ -1,5 +1,4 @@
 import CBrowserDropLinux
-import Foundation
 import Glibc
 import Synchronization
 
@@ -58,14 +57,13 @@ final class Reactor: TaskExecutor, Sendable {
     wakeFD = cbd_eventfd()
     precondition(epollFD >= 0 && wakeFD >= 0, "epoll_create1/eventfd failed: errno \(errno)")
     _ = cbd_epoll_ctl(epollFD, EPOLL_CTL_ADD, wakeFD, UInt32(cbd_epollin()), Self.wakeToken)
-    let thread = Thread { [self] in
-      // Foundation's Thread.name does not reach the kernel here; name it for ps, perf and gdb.
+    startThread { [self] in
+      // Named for ps, perf and gdb.
       cbd_set_thread_name("bd-epoll")
       // Signals are the host program's business, whichever thread started the server.
       cbd_block_async_signals()
       self.run()
     }
-    thread.start()
   }
 
   /// Queues a job to run on the loop's thread; wakes the loop when it is waiting for events.

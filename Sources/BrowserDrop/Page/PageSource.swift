@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// Serves the upload page: the bundled files or a custom folder, never anything outside it.
@@ -98,10 +98,18 @@ struct PageSource: Sendable {
     defer { close(fd) }
     var info = stat()
     guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
-    guard let data = try? FileHandle(fileDescriptor: fd, closeOnDealloc: false).readToEnd() else {
-      return []
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+    while true {
+      let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+      if count > 0 {
+        bytes += chunk[..<count]
+      } else if count == 0 {
+        return bytes
+      } else if errno != EINTR {
+        return []
+      }
     }
-    return [UInt8](data)
   }
 
   static func contentType(of path: String) -> String {

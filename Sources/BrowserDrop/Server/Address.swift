@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 
 /// A URL at which the upload page can be reached, and what kind of network it is on.
 public struct Address: Sendable, Hashable, CustomStringConvertible {

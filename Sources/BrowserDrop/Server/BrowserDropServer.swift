@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 import Glibc
 import Synchronization
 
@@ -168,7 +168,7 @@ public actor BrowserDropServer {
   @discardableResult
   public func removeReceivedItem(at relativePath: String) async -> [ReceivedFile] {
     // Split on the "/" scalar, as upload paths are: a combining mark must not hide a separator.
-    let segments = relativePath.precomposedStringWithCanonicalMapping.unicodeScalars
+    let segments = relativePath.nfcNormalized.unicodeScalars
       .split(separator: "/").map { String(String.UnicodeScalarView($0)) }
     let removed = index.remove(segments.joined(separator: "/"))
     let staging = self.staging

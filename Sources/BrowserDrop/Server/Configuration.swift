@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 
 extension BrowserDropServer {
   /// Everything a session can be told before it starts. Every field has a default.

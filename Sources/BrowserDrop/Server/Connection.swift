@@ -1,5 +1,5 @@
 import CBrowserDropLinux
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// One connection: one request, one response, then close.

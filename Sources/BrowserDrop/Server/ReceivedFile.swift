@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 
 /// A file that arrived complete and waits in the session's staging folder.
 public struct ReceivedFile: Sendable, Hashable {

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// A session's place on disk: `session-<id>/` holds complete files only, laid out as sent;
@@ -32,7 +32,7 @@ struct StagingFolder: Sendable {
       try FileManager.default.createDirectory(at: session, withIntermediateDirectories: false)
       try FileManager.default.createDirectory(at: incoming, withIntermediateDirectories: false)
     } catch {
-      throw .stagingUnavailable(path: root.path, reason: (error as NSError).localizedDescription)
+      throw .stagingUnavailable(path: root.path, reason: error.operationFailureText)
     }
     guard access(session.path, W_OK) == 0 else {
       throw .stagingUnavailable(path: root.path, reason: String(cString: strerror(errno)))

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A relative upload path that passed protocol v1's rules: percent-decoded once, NFC,
 /// `/`-separated, no empty, `.`/`..` or hidden segments, no backslash or control characters,
@@ -35,9 +35,9 @@ struct UploadPath: Sendable, Hashable, CustomStringConvertible {
   /// Validates an already-decoded path.
   init(validating text: String) throws(Refusal) {
     // ASCII is its own normal form and has no format characters: the common case skips
-    // Foundation's normalization and the Unicode property lookups.
+    // normalization and the Unicode property lookups.
     let isASCII = text.utf8.allSatisfy { $0 < 0x80 }
-    let normalized = isASCII ? text : text.precomposedStringWithCanonicalMapping
+    let normalized = isASCII ? text : text.nfcNormalized
     guard !normalized.isEmpty else { throw Refusal(.invalidPath, "The path is missing.") }
     guard normalized.utf8.count <= Self.maximumBytes else {
       throw Refusal(.invalidPath, "The path is longer than \(Self.maximumBytes) bytes.")

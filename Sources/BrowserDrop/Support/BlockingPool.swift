@@ -1,5 +1,4 @@
 import CBrowserDropLinux
-import Foundation
 
 /// A few dedicated threads for calls that may block (`fsync`, `statvfs`, libmagic on big buffers),
 /// so they never occupy the cooperative pool's threads.
@@ -9,18 +8,17 @@ final class BlockingPool: @unchecked Sendable {
   /// The process-wide pool.
   static let shared = BlockingPool(threads: 4, name: "bd-io")
 
-  private let condition = NSCondition()
+  private let condition = ThreadCondition()
   private var jobs: [@Sendable () -> Void] = []
   private var head = 0
 
   init(threads: Int, name: String) {
     for index in 0..<threads {
-      let thread = Thread { [self] in
+      startThread { [self] in
         cbd_set_thread_name("\(name)-\(index)")
         cbd_block_async_signals()
         self.work()
       }
-      thread.start()
     }
   }
 

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// One call of ``Forwarder/forward(folder:to:policy:verify:progress:)``: walks the scanned
 /// folder, recreating it under the destination file by file.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// The record, inside the folder being forwarded, of what has arrived where, so a delivery that

@@ -1,5 +1,5 @@
 internal import CBrowserDropLinux
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// A folder on this computer as a ``DestinationFileSystem``. Blocking calls (copying, `fsync`)
@@ -31,8 +31,8 @@ struct LocalFileSystem: DestinationFileSystem {
         try FileManager.default.createDirectory(
           atPath: root, withIntermediateDirectories: true)
       } catch {
-        let code = ((error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError)?.code
-        throw ForwardFailure.from(errno: Int32(code ?? Int(EIO)), during: .modify, at: place)
+        let code = ((error as? CocoaError)?.underlying as? POSIXError)?.code.rawValue
+        throw ForwardFailure.from(errno: code ?? EIO, during: .modify, at: place)
       }
     }
   }

@@ -1,5 +1,5 @@
 import CBrowserDropLinux
-import Foundation
+import Glibc
 
 /// One thread of its own that runs submitted jobs in order, so blocking calls (libsmbclient,
 /// `fsync`, big copies) never occupy the cooperative pool's two threads.
@@ -16,17 +16,17 @@ final class DedicatedThread: @unchecked Sendable {
   /// Reading source files ahead while the SMB thread writes the previous chunk.
   static let readAhead = DedicatedThread(name: "browserdrop-read-ahead")
 
-  private let condition = NSCondition()
+  private let condition = ThreadCondition()
   private var jobs: [@Sendable () -> Void] = []
 
   private init(name: String) {
-    let thread = Thread { [self] in
+    startThread { [self] in
+      // Named for ps, perf and gdb (the kernel takes 15 bytes at most and refuses longer names).
+      cbd_set_thread_name(name)
       // Signals are the host program's business, whichever thread started the delivery.
       cbd_block_async_signals()
       self.work()
     }
-    thread.name = name
-    thread.start()
   }
 
   /// Runs `body` on this thread and returns its result.

@@ -1,6 +1,7 @@
 import BrowserDrop
 import BrowserDropForwarding
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// What the command line asks for.
 enum ParsedCommand: Sendable {
@@ -156,7 +157,7 @@ struct ArgumentParser {
           flag, value, in: 0...65535, expected: "a port number from 0 to 65535")
       case "--staging":
         guard !value.isEmpty else { throw .badValue(flag, value, "a folder") }
-        let path = (value as NSString).expandingTildeInPath
+        let path = PathText.expandingTilde(value)
         options.stagingRoot = URL(filePath: path, directoryHint: .isDirectory).standardizedFileURL
       case "--allow": options.allowedExtensions = try extensions(flag, value)
       case "--max-file-size": options.maximumFileSize = try size(flag, value, allowZero: false)
@@ -247,7 +248,7 @@ struct ArgumentParser {
   {
     var result = Set<String>()
     for part in value.split(separator: ",", omittingEmptySubsequences: false) {
-      var item = part.trimmingCharacters(in: .whitespaces).lowercased()
+      var item = part.trimmingWhitespace().lowercased()
       if item.hasPrefix(".") { item.removeFirst() }
       guard !item.isEmpty, !item.contains(where: { "/\\.*?".contains($0) || $0.isWhitespace })
       else {
@@ -284,9 +285,7 @@ struct ArgumentParser {
     guard let data = FileManager.default.contents(atPath: value) else {
       throw .badValue(flag, value, "the file can't be read")
     }
-    guard let object = try? JSONSerialization.jsonObject(with: data),
-      let strings = object as? [String: String]
-    else {
+    guard let strings = try? JSONDecoder().decode([String: String].self, from: data) else {
       throw .badValue(
         flag, value, "it must hold a JSON object of strings, e.g. {\"title\": \"Drop here\"}")
     }
@@ -294,12 +293,11 @@ struct ArgumentParser {
   }
 
   private static func pageDirectory(_ flag: String, _ value: String) throws(UsageError) -> URL {
-    let path = (value as NSString).expandingTildeInPath
-    var isDirectory: ObjCBool = false
-    guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory),
-      isDirectory.boolValue,
+    let path = PathText.expandingTilde(value)
+    var isDirectory = false
+    guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory,
       FileManager.default.fileExists(
-        atPath: (path as NSString).appendingPathComponent("index.html"))
+        atPath: path.hasSuffix("/") ? path + "index.html" : path + "/index.html")
     else {
       throw .badValue(flag, value, "a folder holding index.html")
     }
@@ -323,7 +321,7 @@ struct ArgumentParser {
     case "off": return .off
     default:
       let patterns = value.split(separator: ",").map {
-        $0.trimmingCharacters(in: .whitespaces).lowercased()
+        $0.trimmingWhitespace().lowercased()
       }
       let shape = /^(\*|[a-z0-9][a-z0-9.+-]*)\/(\*|[a-z0-9][a-z0-9.+-]*)$/
       guard !patterns.isEmpty, patterns.allSatisfy({ $0.wholeMatch(of: shape) != nil }) else {

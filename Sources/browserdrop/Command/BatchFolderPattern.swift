@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// The name of a batch's own folder at the destination: text with `{date}`, `{time}` and `{n}`.
 struct BatchFolderPattern: Sendable, Equatable {
@@ -38,20 +39,20 @@ struct BatchFolderPattern: Sendable, Equatable {
 
   /// The folder name for batch number `number` closed at `date` (local time).
   func folderName(date: Date, number: Int) -> String {
-    var calendar = Calendar(identifier: .gregorian)
-    calendar.timeZone = .current
-    let parts = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)
-    func two(_ value: Int?) -> String {
-      let value = value ?? 0
-      return value < 10 ? "0\(value)" : "\(value)"
+    // The system's time zone (TZ, /etc/localtime): FoundationEssentials' TimeZone.current is GMT.
+    var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
+    var parts = tm()
+    localtime_r(&seconds, &parts)
+    func two(_ value: Int32) -> String {
+      value < 10 ? "0\(value)" : "\(value)"
     }
-    let day = "\(parts.year ?? 1970)-\(two(parts.month))-\(two(parts.day))"
-    let time = "\(two(parts.hour)).\(two(parts.minute)).\(two(parts.second))"
+    let day = "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))"
+    let time = "\(two(parts.tm_hour)).\(two(parts.tm_min)).\(two(parts.tm_sec))"
     return
       text
-      .replacingOccurrences(of: "{date}", with: day)
-      .replacingOccurrences(of: "{time}", with: time)
-      .replacingOccurrences(of: "{n}", with: "\(number)")
+      .replacing("{date}", with: day)
+      .replacing("{time}", with: time)
+      .replacing("{n}", with: "\(number)")
   }
 }
 

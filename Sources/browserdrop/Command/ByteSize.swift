@@ -1,4 +1,4 @@
-import Foundation
+import BrowserDrop
 
 /// Byte counts as people write them (`500K`, `20M`, `8G`, `1T`, binary units) and as the command
 /// shows them (`12.3 MiB`).
@@ -7,7 +7,7 @@ enum ByteSize {
   /// optionally followed by `B` or `iB` (`20M`, `20MB` and `20MiB` are all 20 × 1024² bytes).
   /// Returns `nil` for anything else, for negative values and for values that overflow.
   static func parse(_ text: String) -> Int? {
-    let trimmed = text.trimmingCharacters(in: .whitespaces)
+    let trimmed = text.trimmingWhitespace()
     let digits = trimmed.prefix { $0.isASCII && $0.isNumber }
     guard !digits.isEmpty, let value = Int(digits) else { return nil }
     var suffix = trimmed.dropFirst(digits.count).uppercased()

@@ -1,6 +1,6 @@
 import BrowserDrop
 import BrowserDropForwarding
-import Foundation
+import FoundationEssentials
 
 /// Everything the command line said, checked and ready to use.
 struct CommandOptions: Sendable {

@@ -1,5 +1,5 @@
 import BrowserDropForwarding
-import Foundation
+import FoundationEssentials
 
 /// Where `--to` sends what arrived: a local folder or an SMB share.
 enum DestinationChoice: Sendable {
@@ -40,7 +40,7 @@ enum DestinationChoice: Sendable {
     {
       throw .badValue("--to", text, "only local folders and smb:// addresses are supported")
     }
-    let expanded = (text as NSString).expandingTildeInPath
+    let expanded = PathText.expandingTilde(text)
     return .local(URL(filePath: expanded, directoryHint: .isDirectory).standardizedFileURL)
   }
 
@@ -54,7 +54,7 @@ enum DestinationChoice: Sendable {
       var full = address
       if let subfolder {
         if !full.hasSuffix("/") { full += "/" }
-        full += Self.percentEncoded(subfolder)
+        full += SMBURL.encode(subfolder)
       }
       return try SMBDestination(full, credentials: credentials)
     }
@@ -100,11 +100,5 @@ enum DestinationChoice: Sendable {
     var text = text
     if text.hasSuffix("\r\n") || text.hasSuffix("\n") { text.removeLast() }
     return text
-  }
-
-  private static func percentEncoded(_ component: String) -> String {
-    let allowed = CharacterSet(
-      charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~")
-    return component.addingPercentEncoding(withAllowedCharacters: allowed) ?? component
   }
 }

@@ -1,6 +1,6 @@
 import BrowserDropForwarding
 import CBrowserDropLinux
-import Foundation
+import FoundationEssentials
 
 /// Forwards outbox batches one at a time, oldest first. A failure keeps the batch (and those
 /// behind it) in the outbox and tries again after a pause that doubles up to five minutes.

@@ -1,6 +1,7 @@
 import BrowserDrop
 import CBrowserDropLinux
-import Foundation
+import FoundationEssentials
+import Glibc
 import Synchronization
 
 /// `--kiosk`: serve all day in batches. A batch closes after the quiet period with nothing in
@@ -26,7 +27,7 @@ struct KioskCommand {
         return fail("Another browserdrop is using the staging folder \(root.path).")
       }
     } catch {
-      return fail("Can't use the staging folder \(root.path): \(error.localizedDescription)")
+      return fail("Can't use the staging folder \(root.path): \(error.operationFailureText)")
     }
     let outbox = Outbox(stagingRoot: root)
     let pattern = options.effectiveBatchFolder ?? .kioskDefault
@@ -37,7 +38,7 @@ struct KioskCommand {
       }
     } catch {
       return fail(
-        "Can't open the outbox in \(outbox.directory.path): \(error.localizedDescription)")
+        "Can't open the outbox in \(outbox.directory.path): \(error.operationFailureText)")
     }
     BrowserDropServer.removeLeftovers(stagingRoot: root)
     let courier = Courier(

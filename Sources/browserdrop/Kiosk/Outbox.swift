@@ -1,4 +1,6 @@
-import Foundation
+import BrowserDrop
+import FoundationEssentials
+import Glibc
 
 /// A closed batch waiting in the outbox.
 struct Batch: Sendable, Equatable {
@@ -114,7 +116,7 @@ struct Outbox: Sendable {
     let stored =
       FileManager.default.contents(atPath: counter.path)
       .flatMap { String(data: $0, encoding: .utf8) }
-      .flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) } ?? 1
+      .flatMap { Int($0.trimmingWhitespaceAndNewlines()) } ?? 1
     let highest = try entries().map(\.number).max() ?? 0
     let number = max(stored, highest + 1)
     try Durable.write(Data("\(number + 1)\n".utf8), to: counter)
@@ -126,8 +128,8 @@ struct Outbox: Sendable {
       throw CocoaError(
         .fileWriteUnknown,
         userInfo: [
-          NSFilePathErrorKey: target.path,
-          NSUnderlyingErrorKey: POSIXError(.init(rawValue: errno) ?? .EIO),
+          filePathKey: target.path,
+          underlyingErrorKey: POSIXError(.init(rawValue: errno) ?? .EIO),
         ])
     }
     Durable.syncDirectory(directory)
@@ -137,23 +139,39 @@ struct Outbox: Sendable {
   private func removeEntry(_ number: Int) throws {
     let path = journal.appending(path: "\(number).json").path
     if unlink(path) != 0, errno != ENOENT {
-      throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: path])
+      throw CocoaError(.fileWriteUnknown, userInfo: [filePathKey: path])
     }
     Durable.syncDirectory(journal)
   }
 
+  /// Whether a regular file not named `.*` is anywhere under `folder` (hidden folders too;
+  /// links are not followed, unreadable folders skipped).
   private static func holdsAFile(_ folder: URL) -> Bool {
-    guard let walker = FileManager.default.enumerator(atPath: folder.path) else { return false }
-    while let name = walker.nextObject() as? String {
-      if (walker.fileAttributes?[.type] as? FileAttributeType) == .typeRegular,
-        !(name as NSString).lastPathComponent.hasPrefix(".")
-      {
-        return true
+    holdsAFile(path: folder.path)
+  }
+
+  private static func holdsAFile(path: String) -> Bool {
+    guard let names = try? FileManager.default.contentsOfDirectory(atPath: path) else {
+      return false
+    }
+    for name in names {
+      let child = path + "/" + name
+      var info = stat()
+      guard lstat(child, &info) == 0 else { continue }
+      switch info.st_mode & S_IFMT {
+      case S_IFREG where !name.hasPrefix("."): return true
+      case S_IFDIR where holdsAFile(path: child): return true
+      default: continue
       }
     }
     return false
   }
 }
+
+/// The `CocoaError` user-info keys Foundation names `NSFilePathErrorKey` and
+/// `NSUnderlyingErrorKey` (FoundationEssentials has no names for them).
+let filePathKey = "NSFilePath"
+let underlyingErrorKey = "NSUnderlyingError"
 
 /// Writes that survive a power cut: data flushed, then renamed into place, then the folder
 /// flushed.
@@ -163,7 +181,7 @@ enum Durable {
       path: "." + url.lastPathComponent + ".tmp")
     let descriptor = open(temporary.path, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0o600)
     guard descriptor >= 0 else {
-      throw CocoaError(.fileWriteNoPermission, userInfo: [NSFilePathErrorKey: temporary.path])
+      throw CocoaError(.fileWriteNoPermission, userInfo: [filePathKey: temporary.path])
     }
     let complete = data.withUnsafeBytes { buffer -> Bool in
       var offset = 0
@@ -181,7 +199,7 @@ enum Durable {
     close(descriptor)
     guard complete, synced, rename(temporary.path, url.path) == 0 else {
       unlink(temporary.path)
-      throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: url.path])
+      throw CocoaError(.fileWriteUnknown, userInfo: [filePathKey: url.path])
     }
     syncDirectory(url.deletingLastPathComponent())
   }

@@ -1,6 +1,6 @@
 import BrowserDrop
 import BrowserDropForwarding
-import Foundation
+import FoundationEssentials
 
 /// `--json`: exactly one JSON object per line, written at once, its type under `"event"`.
 struct JSONReporter: Reporter {

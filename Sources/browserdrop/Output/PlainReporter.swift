@@ -1,6 +1,6 @@
 import BrowserDrop
 import BrowserDropForwarding
-import Foundation
+import FoundationEssentials
 
 /// Standard output is not a terminal: one plain line per event, no progress, no QR code.
 struct PlainReporter: Reporter {

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import Synchronization
 
 /// Writes whole pieces of text to a file descriptor, one writer at a time, at once (unbuffered),

@@ -1,6 +1,7 @@
 import BrowserDrop
 import BrowserDropForwarding
-import Foundation
+import FoundationEssentials
+import Glibc
 import Synchronization
 
 /// Standard output is a terminal: the QR code, finished and failed uploads scrolling above, and
@@ -162,7 +163,8 @@ struct UploadMeter {
       let left = Double(upload.size - receivedBytes) / bytesPerSecond
       figures += "  \(Self.duration(left)) left"
     }
-    let fixed = "  \(bar) \(percent.padding(toLength: 4, withPad: " ", startingAt: 0))  \(figures)"
+    // Padded or cut to 4 characters (ASCII only).
+    let fixed = "  \(bar) \(String((percent + "    ").prefix(4)))  \(figures)"
     let nameWidth = max(12, columns - 1 - fixed.count - 2)
     let name = DisplayWidth.truncated(TerminalText.escaped(upload.relativePath), to: nameWidth)
     return "  " + DisplayWidth.padded(name, to: min(nameWidth, 40)) + fixed

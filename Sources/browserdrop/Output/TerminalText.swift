@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Text that came from a request (names, headers) made safe for a terminal, and the terminal's
 /// size.

@@ -1,5 +1,5 @@
 import BrowserDropForwarding
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// Forwards one folder and tells the reporter how it goes, at most five progress reports a

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// An exclusive lock on a staging root, held until the process exits, so one command never
 /// removes or rescues the folders of another that is still running.
@@ -12,7 +13,7 @@ enum StagingLock {
     let path = root.appending(path: ".browserdrop.lock").path
     let descriptor = open(path, O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
     guard descriptor >= 0 else {
-      throw CocoaError(.fileWriteNoPermission, userInfo: [NSFilePathErrorKey: path])
+      throw CocoaError(.fileWriteNoPermission, userInfo: [filePathKey: path])
     }
     guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
       close(descriptor)

@@ -1,5 +1,6 @@
+import BrowserDrop
 import CBrowserDropLinux
-import Foundation
+import Glibc
 import Synchronization
 
 /// What asks the command to finish or stop.
@@ -55,12 +56,11 @@ final class Triggers: Sendable {
   }
 
   private static func startThread(name: String, _ body: @escaping @Sendable () -> Void) {
-    let thread = Thread {
+    BrowserDrop.startThread {
       cbd_block_async_signals()
       cbd_set_thread_name(name)
       body()
     }
-    thread.start()
   }
 
   /// The next trigger, waiting for one; `nil` when the calling task is cancelled.

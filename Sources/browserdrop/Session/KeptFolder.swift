@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Gives a session folder that stays in the staging root a name of its own, so the cleanup of
 /// crashed sessions at the next start (which removes `session-*` folders) leaves it alone.

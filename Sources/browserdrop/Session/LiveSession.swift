@@ -1,5 +1,5 @@
 import BrowserDrop
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// One running upload session: the server, and the tasks that pass its events and progress to

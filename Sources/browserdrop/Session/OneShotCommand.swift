@@ -1,6 +1,7 @@
 import BrowserDrop
 import BrowserDropForwarding
-import Foundation
+import FoundationEssentials
+import Glibc
 import Synchronization
 
 /// The default mode: serve until Enter, SIGINT or SIGTERM, then forward what arrived.
@@ -16,7 +17,7 @@ struct OneShotCommand {
       ownsStaging = try StagingLock.acquire(root: options.stagingRoot)
     } catch {
       return fail(
-        "Can't use the staging folder \(options.stagingRoot.path): \(error.localizedDescription)")
+        "Can't use the staging folder \(options.stagingRoot.path): \(error.operationFailureText)")
     }
     // Another browserdrop uses this staging folder: its session folders are not leftovers.
     if ownsStaging {
