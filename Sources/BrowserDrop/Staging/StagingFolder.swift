@@ -24,10 +24,11 @@ struct StagingFolder: Sendable {
 
   /// Creates the root, the session folder and the incoming folder.
   func create() throws(BrowserDropError) {
+    // Its refusals are sentences of their own; only the file-system calls below need wording.
+    if root == BrowserDropServer.Configuration.defaultStagingRoot.standardizedFileURL {
+      try Self.claimSharedRoot(root.path)
+    }
     do {
-      if root == BrowserDropServer.Configuration.defaultStagingRoot.standardizedFileURL {
-        try Self.claimSharedRoot(root.path)
-      }
       try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
       try FileManager.default.createDirectory(at: session, withIntermediateDirectories: false)
       try FileManager.default.createDirectory(at: incoming, withIntermediateDirectories: false)
