@@ -33,15 +33,18 @@ struct ConnectionTests {
   }
 
   @Test func aStalledBodyTimesOutAndAnIdleConnectionIsClosedSilently() async throws {
-    let session = try await TestSession.start { $0.idleTimeout = .milliseconds(300) }
+    let session = try await TestSession.start { $0.idleTimeout = .seconds(1) }
     defer { Task { await session.stop() } }
     let stalled = try await session.client()
     try await stalled.send(
       Requests.uploadHead(port: session.port, encodedPath: "s.bin", length: 100))
-    try await stalled.send(TestBytes.make(10))
+    // The server keeps time on its own thread; when a loaded machine holds this task back for
+    // longer than the idle timeout, the server has already closed the connection (EPIPE here),
+    // which is the outcome checked below anyway.
+    try? await stalled.send(TestBytes.make(10))
     let idle = try await session.client()
     let halfHead = try await session.client()
-    try await halfHead.send("POST /upload?path=x HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+    try? await halfHead.send("POST /upload?path=x HTTP/1.1\r\nHost: 127.0.0.1\r\n")
     #expect(try await idle.closedSilently())
     #expect(try await halfHead.closedSilently())
     #expect(try await stalled.closedSilently())
