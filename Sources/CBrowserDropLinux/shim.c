@@ -120,3 +120,5 @@ int cbd_route_signals_to_pipe(const int *signals, int count) {
 }
 
 int cbd_release_free_memory(void) { return malloc_trim(0); }
+
+int cbd_map_large_allocations(int bytes) { return mallopt(M_MMAP_THRESHOLD, bytes); }

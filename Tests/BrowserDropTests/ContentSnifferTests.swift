@@ -400,6 +400,24 @@ struct ContentSnifferTests {
     #expect(sniffer.sniff(ContentFixtures.png()).mimeType == "image/png")
   }
 
+  /// A session keeps every file's MIME type: equal types share one buffer, and the set of
+  /// shared strings stays bounded whatever the uploads.
+  @Test func mimeTypesAreSharedCopies() {
+    func address(_ string: String) -> UnsafeRawPointer? {
+      string.utf8.withContiguousStorageIfAvailable { UnsafeRawPointer($0.baseAddress) } ?? nil
+    }
+    let interned = InternedStrings(capacity: 2)
+    let first = interned.intern(String(repeating: "application/octet-stream", count: 1))
+    let second = interned.intern(["application/", "octet-stream"].joined())
+    #expect(first == second && address(first) != nil && address(first) == address(second))
+    _ = interned.intern("application/x-something-long")
+    let third = ["application/", "x-yet-another-type"].joined()
+    let past = interned.intern(third)
+    #expect(past == third && address(past) == address(third))
+    #expect(
+      address(interned.intern(["application/", "x-yet-another-type"].joined())) != address(third))
+  }
+
   @Test func theCompiledDatabaseIsFoundInLibmagicsPathList() throws {
     let directory = FileManager.default.temporaryDirectory
       .appending(path: "magic-\(UUID().uuidString)", directoryHint: .isDirectory)

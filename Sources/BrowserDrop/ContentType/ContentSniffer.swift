@@ -36,6 +36,8 @@ final class ContentSniffer: Sendable {
   ]
 
   private let handles: [MagicHandle]
+  /// Every received file keeps its MIME type for the session's life: one shared copy per type.
+  private let mimeTypes = InternedStrings(capacity: 1024)
   private let nextHandle = Atomic<Int>(0)
 
   /// Loads the magic database into `handleCount` handles.
@@ -73,7 +75,8 @@ final class ContentSniffer: Sendable {
   func sniff(_ prefix: UnsafeRawBufferPointer) -> SniffResult {
     let bytes = UnsafeRawBufferPointer(rebasing: prefix.prefix(Self.prefixLength))
     let answer = identify(bytes) ?? SniffResult.unknownType
-    let (libmagicType, charset) = Self.parse(answer, isEmpty: bytes.isEmpty)
+    let (parsedType, charset) = Self.parse(answer, isEmpty: bytes.isEmpty)
+    let libmagicType = mimeTypes.intern(parsedType)
     let executable = ExecutableSignature.describe(bytes)
     let mimeType =
       executable == nil && Self.executableTypes.contains(libmagicType)
@@ -272,6 +275,24 @@ final class MappedDatabase: @unchecked Sendable {
     return text.split(whereSeparator: \.isNewline).allSatisfy { line in
       let trimmed = line.drop(while: { $0 == " " || $0 == "\t" })
       return trimmed.isEmpty || trimmed.hasPrefix("#")
+    }
+  }
+}
+
+/// A bounded set of strings handed out as shared copies: `intern` returns the stored string equal
+/// to its argument, so equal values share one buffer instead of one allocation each. Past
+/// `capacity` distinct values, new ones are returned as they are.
+final class InternedStrings: Sendable {
+  private let capacity: Int
+  private let strings = Mutex<Set<String>>([])
+
+  init(capacity: Int) { self.capacity = capacity }
+
+  func intern(_ string: String) -> String {
+    strings.withLock { strings in
+      if let index = strings.firstIndex(of: string) { return strings[index] }
+      if strings.count < capacity { strings.insert(string) }
+      return string
     }
   }
 }

@@ -54,6 +54,12 @@ int cbd_route_signals_to_pipe(const int *signals, int count);
 /* Hands free heap memory back to the kernel (glibc malloc_trim); returns 1 when some was. */
 int cbd_release_free_memory(void);
 
+/* Makes glibc serve every allocation of at least `bytes` with its own mapping, returned to the
+   kernel when freed, instead of raising that threshold as large blocks come and go (its default):
+   a long-running process then cannot strand big freed blocks inside its heap. Returns 1 on
+   success (mallopt M_MMAP_THRESHOLD). */
+int cbd_map_large_allocations(int bytes);
+
 /* Interface flags, so Swift does not need net/if.h's macros. */
 int cbd_iff_up(void);
 int cbd_iff_running(void);

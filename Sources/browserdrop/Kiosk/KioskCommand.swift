@@ -14,6 +14,10 @@ struct KioskCommand {
   /// Runs until SIGTERM or SIGINT and returns the exit status.
   func run() async -> Int32 {
     guard let destination = options.destination else { return 2 }
+    // A kiosk runs for months: big blocks (a large batch's index, its forwarding manifest) get
+    // mappings of their own and go back to the kernel when freed, rather than leaving holes in
+    // the heap that its small blocks then pin.
+    _ = cbd_map_large_allocations(512 * 1024)
     let triggers = Triggers(signals: [SIGINT, SIGTERM], readsStandardInput: false)
     let stopRequested = StopFlag()
     let stopWatcher = Task {
