@@ -34,18 +34,23 @@ let package = Package(
       name: "PageEmbedderPlugin", capability: .buildTool(),
       dependencies: ["PageEmbedderTool"], path: "Sources/PageEmbedderPlugin"),
 
+    // Threads and a condition variable on pthreads, shared by both libraries (`package` access).
+    .target(name: "BrowserDropThreads", swiftSettings: upcoming),
     .target(
       name: "BrowserDrop",
-      dependencies: ["CBrowserDropLinux", "CMagic"],
+      dependencies: ["BrowserDropThreads", "CBrowserDropLinux", "CMagic"],
       swiftSettings: upcoming,
       plugins: ["PageEmbedderPlugin"]),
     .target(
       name: "BrowserDropForwarding",
-      dependencies: ["CSMBClientLoader", "CBrowserDropLinux"],
+      dependencies: ["BrowserDropThreads", "CSMBClientLoader", "CBrowserDropLinux"],
       swiftSettings: upcoming),
     .executableTarget(
       name: "browserdrop",
-      dependencies: ["BrowserDrop", "BrowserDropForwarding", "CQREncode", "CBrowserDropLinux"],
+      dependencies: [
+        "BrowserDrop", "BrowserDropForwarding", "BrowserDropThreads", "CQREncode",
+        "CBrowserDropLinux",
+      ],
       swiftSettings: upcoming),
 
     // The seed's quick start as a Linux program (Examples/EmbeddedHost); built by CI.

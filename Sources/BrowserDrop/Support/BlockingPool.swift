@@ -1,3 +1,4 @@
+import BrowserDropThreads
 import CBrowserDropLinux
 
 /// A few dedicated threads for calls that may block (`fsync`, `statvfs`, libmagic on big buffers),

@@ -1,3 +1,4 @@
+import BrowserDropThreads
 import CBrowserDropLinux
 import Glibc
 

@@ -1,4 +1,5 @@
 import BrowserDrop
+import BrowserDropThreads
 import CBrowserDropLinux
 import Glibc
 import Synchronization
@@ -56,7 +57,7 @@ final class Triggers: Sendable {
   }
 
   private static func startThread(name: String, _ body: @escaping @Sendable () -> Void) {
-    BrowserDrop.startThread {
+    BrowserDropThreads.startThread {
       cbd_block_async_signals()
       cbd_set_thread_name(name)
       body()
