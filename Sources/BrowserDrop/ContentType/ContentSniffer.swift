@@ -219,10 +219,13 @@ private final class MagicHandle: Sendable {
 }
 
 /// A compiled magic database mapped once, read in place by every handle.
+///
+/// `@unchecked Sendable`: the mapping is read by libmagic under each handle's lock and unmapped
+/// once, in `deinit`, after every handle holding it has closed its cookie.
 final class MappedDatabase: @unchecked Sendable {
-  /// `@unchecked Sendable`: the mapping is read by libmagic under each handle's lock and
-  /// unmapped once, in `deinit`, after every handle holding it has closed its cookie.
+  /// The start of the mapping.
   let base: UnsafeMutableRawPointer
+  /// The database's length in bytes.
   let size: Int
 
   /// Maps the one compiled database `databasePath` names (`nil`: libmagic's default list, such
@@ -231,7 +234,8 @@ final class MappedDatabase: @unchecked Sendable {
   /// handles then load it themselves with `magic_load`.
   init?(for databasePath: String?) {
     guard
-      let path = Self.compiledDatabase(in: databasePath ?? String(cString: magic_getpath(nil, 0)))
+      let list = databasePath ?? magic_getpath(nil, 0).map({ String(cString: $0) }),
+      let path = Self.compiledDatabase(in: list)
     else { return nil }
     let fd = open(path, O_RDONLY | O_CLOEXEC)
     guard fd >= 0 else { return nil }
