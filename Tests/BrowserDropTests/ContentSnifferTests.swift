@@ -386,9 +386,7 @@ struct ContentSnifferTests {
   @Test func handlesShareOneMappingOfTheDatabase() throws {
     let system = try #require(
       MappedDatabase.compiledDatabase(in: "/etc/magic:/usr/share/misc/magic"))
-    let directory = FileManager.default.temporaryDirectory
-      .appending(path: "magic-\(UUID().uuidString)", directoryHint: .isDirectory)
-    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    let directory = try Self.makeScratchFolder()
     defer { try? FileManager.default.removeItem(at: directory) }
     let copy = directory.appending(path: "copy.mgc")
     try Data(contentsOf: URL(fileURLWithPath: system)).write(to: copy)
@@ -419,9 +417,7 @@ struct ContentSnifferTests {
   }
 
   @Test func theCompiledDatabaseIsFoundInLibmagicsPathList() throws {
-    let directory = FileManager.default.temporaryDirectory
-      .appending(path: "magic-\(UUID().uuidString)", directoryHint: .isDirectory)
-    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    let directory = try Self.makeScratchFolder()
     defer { try? FileManager.default.removeItem(at: directory) }
     let comments = directory.appending(path: "local")
     try Data("# local magic\n\n  # nothing yet\n".utf8).write(to: comments)
@@ -441,6 +437,14 @@ struct ContentSnifferTests {
     #expect(MappedDatabase.compiledDatabase(in: "\(directory.path)/none") == nil)
   }
 
+  /// A new empty folder in the temporary directory, for databases made by a test.
+  private static func makeScratchFolder() throws -> URL {
+    let directory = FileManager.default.temporaryDirectory
+      .appending(path: "magic-\(UUID().uuidString)", directoryHint: .isDirectory)
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    return directory
+  }
+
   @Test func missingDatabaseIsOneClearError() {
     #expect {
       _ = try ContentSniffer(databasePath: "/nonexistent/browserdrop/magic.mgc")
@@ -455,9 +459,7 @@ struct ContentSnifferTests {
   }
 
   @Test func brokenDatabaseIsOneClearError() throws {
-    let directory = FileManager.default.temporaryDirectory
-      .appending(path: "magic-\(UUID().uuidString)", directoryHint: .isDirectory)
-    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    let directory = try Self.makeScratchFolder()
     defer { try? FileManager.default.removeItem(at: directory) }
 
     // A compiled database of a version this libmagic cannot read.
