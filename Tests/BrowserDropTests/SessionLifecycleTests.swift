@@ -85,6 +85,59 @@ struct SessionLifecycleTests {
     #expect(await session.server.receivedFiles.count == 25)
   }
 
+  /// A socket another process briefly holds on the port (a child forked before `exec`, as the
+  /// test suite's own spawned processes did) delays `resume()`; one held for good fails it with
+  /// the port named, after about a second.
+  @Test func resumeWaitsBrieflyForAPortStillHeldElsewhere() async throws {
+    let session = try await TestSession.startOutsideEphemeralPorts()
+    defer { Task { await session.stop() } }
+    await session.server.suspend()
+
+    let briefly = try Self.listen(on: session.port)
+    let release = Task {
+      try? await Task.sleep(for: .milliseconds(200))
+      close(briefly)
+    }
+    let addresses = try await session.server.resume()
+    await release.value
+    #expect(addresses.first?.port == session.port)
+    #expect(try await session.upload("after.txt", [1]).status == 201)
+
+    await session.server.suspend()
+    let forGood = try Self.listen(on: session.port)
+    defer { close(forGood) }
+    let started = ContinuousClock.now
+    await #expect {
+      try await session.server.resume()
+    } throws: { error in
+      guard case .portUnavailable(let port, _) = error as? BrowserDropError else { return false }
+      return port == session.port
+    }
+    #expect(ContinuousClock.now - started >= .milliseconds(900))
+  }
+
+  /// A listening socket on 127.0.0.1:`port`, as another program would hold it.
+  private static func listen(on port: Int) throws -> Int32 {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var one: Int32 = 1
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let bound = withUnsafePointer(to: &address) {
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+        bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+      }
+    }
+    guard bound == 0, Glibc.listen(fd, 4) == 0 else {
+      let code = errno
+      close(fd)
+      throw POSIXError(POSIXErrorCode(rawValue: code) ?? .EIO)
+    }
+    return fd
+  }
+
   @Test func suspendCutsAnUploadInFlightAndReportsIt() async throws {
     let session = try await TestSession.start()
     defer { Task { await session.stop() } }

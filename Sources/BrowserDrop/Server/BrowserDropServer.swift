@@ -128,7 +128,9 @@ public actor BrowserDropServer {
     await stopListening()
   }
 
-  /// Listens again on the same port after `suspend()` or `.interrupted`.
+  /// Listens again on the same port after `suspend()` or `.interrupted`. When something else
+  /// holds the port, it tries again for about a second before throwing
+  /// `BrowserDropError.portUnavailable`.
   @discardableResult
   public func resume() async throws -> [Address] {
     switch phase {
@@ -137,9 +139,37 @@ public actor BrowserDropServer {
     case .idle: return try await start()
     case .suspended: break
     }
-    try listen(port: boundPort ?? configuration.port, fallback: boundPort == nil)
-    return currentAddresses
+    guard let port = boundPort else {
+      try listen(port: configuration.port, fallback: true)
+      return currentAddresses
+    }
+    // The port was this server's a moment ago, yet a process the host is starting can still
+    // hold the old listening socket: `posix_spawn` and `fork` copy every descriptor, and the
+    // child drops the close-on-exec ones only when it calls `exec`. Seen as EADDRINUSE in the
+    // test suite, which starts processes all the time. Try again briefly before giving up.
+    var attempt = 1
+    while true {
+      let failure: BrowserDropError
+      do {
+        try listen(port: port, fallback: false)
+        return currentAddresses
+      } catch {
+        failure = error
+      }
+      guard case .portUnavailable = failure, attempt < Self.relistenAttempts else { throw failure }
+      attempt += 1
+      try await Task.sleep(for: .milliseconds(50))
+      // `suspend`, `finish` or `cancel` may have run meanwhile.
+      switch phase {
+      case .suspended: continue
+      case .listening: return currentAddresses
+      case .ended, .idle: throw BrowserDropError.sessionEnded
+      }
+    }
   }
+
+  /// How often `resume()` tries its old port, 50 ms apart (one second in all).
+  private static let relistenAttempts = 20
 
   /// Ends the session and hands over its folder, or returns `nil` (and removes the folder) when
   /// nothing arrived. The folder is the caller's from then on: the server never touches it again.
