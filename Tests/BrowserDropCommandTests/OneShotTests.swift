@@ -302,7 +302,7 @@ enum FreePort {
 
   /// A socket that listens and never accepts: connections hang in the backlog.
   static func silentListener(port: Int = 0) throws -> (descriptor: Int32, port: Int) {
-    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
     guard descriptor >= 0 else { throw HarnessError(description: "socket failed") }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)

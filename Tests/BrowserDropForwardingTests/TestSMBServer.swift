@@ -83,7 +83,7 @@ final class LoopbackSocket {
   let port: Int
 
   init(listening: Bool = false, port requested: Int = 0) throws {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
     self.fd = fd
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)

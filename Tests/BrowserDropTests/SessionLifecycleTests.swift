@@ -119,7 +119,8 @@ struct SessionLifecycleTests {
 
   /// A listening socket on 127.0.0.1:`port`, as another program would hold it.
   private static func listen(on port: Int) throws -> Int32 {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    // Close-on-exec: a process another test starts meanwhile must not keep it past `exec`.
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
     var one: Int32 = 1
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
     var address = sockaddr_in()
