@@ -75,8 +75,9 @@ let package = Package(
   ]
 )
 
-// libFuzzer targets (Fuzz/, scripts/fuzz.sh): empty programs in a normal build. With
-// BROWSERDROP_FUZZ=1 the library is instrumented and libFuzzer's own `main` drives them.
+// libFuzzer targets (Fuzz/, scripts/fuzz.sh), part of the package only with BROWSERDROP_FUZZ=1:
+// the library is then instrumented and libFuzzer drives them. They read internals through
+// `@testable import`, which a release build (`swift build -c release`) could not compile.
 let fuzzing = Context.environment["BROWSERDROP_FUZZ"] == "1"
 let fuzzFlags: [SwiftSetting] = fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,address"])] : []
 let fuzzTargetFlags: [SwiftSetting] = fuzzing ? [.define("BROWSERDROP_FUZZ")] : []
@@ -91,7 +92,7 @@ let fuzzLinkFlags: [LinkerSetting] =
     ])
   ] : []
 package.targets.first { $0.name == "BrowserDrop" }?.swiftSettings?.append(contentsOf: fuzzFlags)
-for name in ["FuzzRequestHead", "FuzzUploadPath", "FuzzHostPolicy"] {
+for name in ["FuzzRequestHead", "FuzzUploadPath", "FuzzHostPolicy"] where fuzzing {
   package.targets.append(
     .executableTarget(
       name: name, dependencies: ["BrowserDrop"], path: "Fuzz/\(name)",

@@ -52,4 +52,7 @@ package final class ThreadCondition: @unchecked Sendable {
 
   /// Wakes one waiting thread.
   package func signal() { pthread_cond_signal(condition) }
+
+  /// Wakes every waiting thread.
+  package func broadcast() { pthread_cond_broadcast(condition) }
 }

@@ -12,18 +12,24 @@ do {
     "browserdrop: error: \(error.message)\n"
       + "Usage: browserdrop [--to DEST] [options]\n"
       + "  See 'browserdrop --help' for the options.\n")
-  exit(2)
+  exitAfterOutput(2)
 }
 // The password was read into the destination; children need not inherit it.
 unsetenv("BROWSERDROP_SMB_PASSWORD")
 
+/// Exits with `status` once everything queued for standard output and standard error is written.
+func exitAfterOutput(_ status: Int32) -> Never {
+  StandardOutput.shared.flush()
+  exit(status)
+}
+
 switch command {
 case .help:
   StandardOutput.shared.write(HelpText.help)
-  exit(0)
+  exitAfterOutput(0)
 case .version:
   StandardOutput.shared.line("browserdrop \(HelpText.version)")
-  exit(0)
+  exitAfterOutput(0)
 case .run(let options):
   signal(SIGPIPE, SIG_IGN)
   let style = options.outputStyle(standardOutputIsTerminal: isatty(STDOUT_FILENO) == 1)
@@ -32,5 +38,5 @@ case .run(let options):
     options.kiosk
     ? await KioskCommand(options: options, reporter: reporter).run()
     : await OneShotCommand(options: options, reporter: reporter).run()
-  exit(status)
+  exitAfterOutput(status)
 }

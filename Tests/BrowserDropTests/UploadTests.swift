@@ -122,4 +122,49 @@ struct UploadTests {
     #expect(final.status == 201)
     #expect(session.stagedFiles() == ["c.txt": Array("abc".utf8)])
   }
+
+  @Test func eventsReadOnTheConnectionExecutorArriveInOrderOnTheEventLoop() async throws {
+    let root = FileManager.default.temporaryDirectory.appending(
+      path: "bd-test-\(UUID().uuidString)")
+    defer { try? FileManager.default.removeItem(at: root) }
+    var configuration = BrowserDropServer.Configuration()
+    configuration.port = 0
+    configuration.bindAddress = "127.0.0.1"
+    configuration.stagingRoot = root
+    configuration.reservedFreeSpace = 0
+    let server = BrowserDropServer(configuration: configuration)
+    let reader = Task(executorPreference: server.connectionExecutor) {
+      var seen: [(thread: String, event: Event)] = []
+      for await event in server.events where event.isUploadEvent {
+        seen.append((Self.currentThreadName(), event))
+      }
+      return seen
+    }
+    let port = try await server.start()[0].port
+    let names = (0..<40).map { "set/\($0).txt" }
+    for name in names {
+      let client = try await RawClient.connect(port: port)
+      try await client.send(
+        Requests.uploadHead(port: port, encodedPath: Requests.encode(name), length: 2) + "ok")
+      #expect(try await client.readReply().status == 201)
+    }
+    _ = try await server.finish()  // ends the stream, so the reader returns
+    let seen = await reader.value
+    let expected = names.flatMap { ["started \($0)", "finished \($0)"] }
+    #expect(
+      seen.map {
+        switch $0.event {
+        case .uploadStarted(let upload): "started \(upload.relativePath)"
+        case .uploadFinished(let file): "finished \(file.relativePath)"
+        default: "\($0.event)"
+        }
+      } == expected)
+    // Handled on the loop's own thread, not on a thread of the cooperative pool.
+    #expect(Set(seen.map(\.thread)) == ["bd-epoll"])
+  }
+
+  private static func currentThreadName() -> String {
+    let comm = try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)
+    return comm?.trimmingCharacters(in: .newlines) ?? "?"
+  }
 }

@@ -68,6 +68,25 @@ public actor BrowserDropServer {
   /// The session's folder inside `stagingRoot`: complete files only, laid out as sent.
   public nonisolated var sessionFolder: URL { staging.session }
 
+  /// The executor the connections run on: the event loop's one thread, shared by every server
+  /// in the process.
+  ///
+  /// A task that prefers it and reads ``events`` handles each event on that thread, in the same
+  /// turn of the loop as the upload that caused it, instead of waking a thread of the
+  /// cooperative pool per event:
+  ///
+  /// ```swift
+  /// Task(executorPreference: server.connectionExecutor) {
+  ///   for await event in server.events { tally.note(event) }
+  /// }
+  /// ```
+  ///
+  /// With thousands of small uploads a second those wake-ups are a large share of the work (the
+  /// `browserdrop` command reads its events this way). Keep such handling short and never let it
+  /// block — no file or network I/O, no locks held for long — since every connection waits while
+  /// it runs; hand anything slower to another task.
+  public nonisolated var connectionExecutor: any TaskExecutor { Reactor.shared }
+
   /// The files that arrived complete, sorted by relative path.
   public var receivedFiles: [ReceivedFile] {
     index.files.values.sorted { $0.relativePath < $1.relativePath }

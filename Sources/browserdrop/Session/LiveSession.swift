@@ -30,7 +30,10 @@ final class LiveSession: Sendable {
     let server = BrowserDropServer(configuration: configuration)
     let addresses = try await server.start()
     let activity = SessionActivity()
-    let pumps = Task {
+    // On the server's event loop: an event is reported in the same turn as the upload that
+    // caused it, with no thread woken for it. Reporters only format and queue their text
+    // (`StandardOutput`), so nothing here blocks the loop.
+    let pumps = Task(executorPreference: server.connectionExecutor) {
       await withTaskGroup(of: Void.self) { group in
         group.addTask {
           for await event in server.events {
