@@ -210,41 +210,48 @@ struct SMBFailureTests {
   }
 
   @Test func smbdStoppedMidTransferThenResumed() async throws {
-    _ = try TestSMBServer.fromEnvironment()
-    let scratch = try Scratch()
-    defer { scratch.remove() }
-    // A second smbd of our own, so stopping it cannot disturb the other tests.
-    let base = scratch.root.appendingPathComponent("smbd")
-    let port = try unusedPort()
-    try await smbdHarness("up", base: base, port: port)
-    let own = TestSMBServer(port: port, base: base)
-    let files = [
-      "a.bin": bytes(1 << 20, seed: 21), "b.bin": bytes(48 << 20, seed: 22),
-      "c.bin": bytes(1 << 20, seed: 23),
-    ]
-    let source = try scratch.folder("drop", files)
-    let destination = try own.destination("guest", "mid")
-    let stopped = Stopped()
-    let failure = await #expect(throws: ForwardFailure.self) {
-      try await Forwarder().forward(folder: source, to: destination) { progress in
-        // Once part of b.bin is on the wire, stop the server before the next chunk is sent.
-        guard progress.currentFile == "b.bin", progress.completedBytes > 1 << 20,
-          await stopped.claim()
-        else { return }
-        try? await smbdHarness("down", base: base, port: port)
-      }
-    }
-    #expect(failure?.kind == .connectionLost)
-    #expect(
-      failure?.description == "Lost the connection to 127.0.0.1 while sending “b.bin”. "
-        + "Forward again to finish; files that arrived won't be sent twice.")
-
-    try await smbdHarness("up", base: base, port: port)
-    let report = try await Forwarder().forward(folder: source, to: destination)
-    try await smbdHarness("down", base: base, port: port)
-    #expect(try contents(of: own.directory("guest").appendingPathComponent("mid")) == files)
-    #expect(report.resumedFiles == 1)
+    try await stopSMBDMidTransferThenResume(largeFile: 48 << 20)
   }
+}
+
+/// Delivers a, b (`largeFile` bytes) and c to an smbd of the test's own, stops that smbd while
+/// b is on the wire, checks the sentence, starts it again and checks that a resume delivers
+/// everything exactly once.
+func stopSMBDMidTransferThenResume(largeFile: Int) async throws {
+  _ = try TestSMBServer.fromEnvironment()
+  let scratch = try Scratch()
+  defer { scratch.remove() }
+  // A second smbd of our own, so stopping it cannot disturb the other tests.
+  let base = scratch.root.appendingPathComponent("smbd")
+  let port = try unusedPort()
+  try await smbdHarness("up", base: base, port: port)
+  let own = TestSMBServer(port: port, base: base)
+  let files = [
+    "a.bin": bytes(1 << 20, seed: 21), "b.bin": bytes(largeFile, seed: 22),
+    "c.bin": bytes(1 << 20, seed: 23),
+  ]
+  let source = try scratch.folder("drop", files)
+  let destination = try own.destination("guest", "mid")
+  let stopped = Stopped()
+  let failure = await #expect(throws: ForwardFailure.self) {
+    try await Forwarder().forward(folder: source, to: destination) { progress in
+      // Once part of b.bin is on the wire, stop the server before the next chunk is sent.
+      guard progress.currentFile == "b.bin", progress.completedBytes > 1 << 20,
+        await stopped.claim()
+      else { return }
+      try? await smbdHarness("down", base: base, port: port)
+    }
+  }
+  #expect(failure?.kind == .connectionLost)
+  #expect(
+    failure?.description == "Lost the connection to 127.0.0.1 while sending “b.bin”. "
+      + "Forward again to finish; files that arrived won't be sent twice.")
+
+  try await smbdHarness("up", base: base, port: port)
+  let report = try await Forwarder().forward(folder: source, to: destination)
+  try await smbdHarness("down", base: base, port: port)
+  #expect(try contents(of: own.directory("guest").appendingPathComponent("mid")) == files)
+  #expect(report.resumedFiles == 1)
 }
 
 /// Lets exactly one caller through.
