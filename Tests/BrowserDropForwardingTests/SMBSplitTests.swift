@@ -44,6 +44,32 @@ struct SMBSplitTests {
     #expect(writerChildren().isEmpty)
   }
 
+  @Test func fullShareDuringSplitTransfer() async throws {
+    let server = try TestSMBServer.fromEnvironment()
+    try await SMBFailureTests.TinyShare.withTinyShare(server) { tiny in
+      let scratch = try Scratch()
+      defer { scratch.remove() }
+      let folder = uniqueName("split-full")
+      let own = tiny.appendingPathComponent(folder)
+      try FileManager.default.createDirectory(
+        at: own, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o777])
+      defer { try? FileManager.default.removeItem(at: own) }
+      // More than the 20 MiB share holds, and large enough to be split.
+      let source = try scratch.folder("drop", ["big.bin": bytes((64 << 20) + 1, seed: 34)])
+      let failure = await #expect(throws: ForwardFailure.self) {
+        try await Forwarder().forward(
+          folder: source, to: server.destination("tiny", folder + "/drop"))
+      }
+      #expect(failure?.kind == .destinationFull)
+      #expect(
+        failure?.description == "The share “tiny” on 127.0.0.1 is full — “big.bin” didn't fit. "
+          + "Free up space there, then forward again.")
+      #expect(writerChildren().isEmpty)
+      // The temporary file is gone again, whichever of the two writers ran out of space first.
+      #expect(try contents(of: own.appendingPathComponent("drop")).isEmpty)
+    }
+  }
+
   @Test func cancelledSplitDeliveryLeavesNoWriterNorTemporaryFile() async throws {
     let server = try TestSMBServer.fromEnvironment()
     let scratch = try Scratch()
