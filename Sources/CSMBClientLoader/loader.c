@@ -228,19 +228,28 @@ static int child_main(const struct cbd_smbc_writer *job, pid_t parent) {
   if (getppid() != parent) return ECHILD;
   prctl(PR_SET_NAME, "bd-smb-writer"); /* for ps and top, instead of the SMB thread's name */
 
-  /* The forking thread blocks the asynchronous signals and the host may handle them: here
-     SIGTERM, SIGINT, SIGHUP and SIGQUIT end the writer, and a vanished peer is EPIPE. */
+  /* The host's handlers are Swift or write to descriptors closed below: every caught signal
+     gets its default action back (one ignored by the host stays ignored, as under nohup), and
+     SIGTERM and SIGINT always end the writer. A vanished peer must be EPIPE, not a signal. */
   struct sigaction action;
+  for (int number = 1; number < NSIG; number++) {
+    if (number == SIGKILL || number == SIGSTOP) continue;
+    if (sigaction(number, NULL, &action) != 0) continue; /* glibc's reserved real-time ones */
+    if ((action.sa_flags & SA_SIGINFO) != 0 || action.sa_handler != SIG_IGN) {
+      memset(&action, 0, sizeof action);
+      sigemptyset(&action.sa_mask);
+      action.sa_handler = SIG_DFL;
+      sigaction(number, &action, NULL);
+    }
+  }
   memset(&action, 0, sizeof action);
   sigemptyset(&action.sa_mask);
   action.sa_handler = SIG_DFL;
   sigaction(SIGTERM, &action, NULL);
   sigaction(SIGINT, &action, NULL);
-  sigaction(SIGHUP, &action, NULL);
-  sigaction(SIGQUIT, &action, NULL);
-  sigaction(SIGCHLD, &action, NULL);
   action.sa_handler = SIG_IGN;
   sigaction(SIGPIPE, &action, NULL);
+  /* The forking thread blocks the asynchronous signals; the writer blocks none. */
   sigset_t none;
   sigemptyset(&none);
   pthread_sigmask(SIG_SETMASK, &none, NULL);

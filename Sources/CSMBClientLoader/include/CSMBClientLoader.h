@@ -136,8 +136,9 @@ struct cbd_smbc_writer {
 ///
 /// The child runs only C: it asks to be SIGKILLed when the forking thread ends
 /// (PR_SET_PDEATHSIG) and exits at once if the parent is already gone; names itself
-/// "bd-smb-writer" (PR_SET_NAME, what ps shows); restores the default
-/// action of SIGTERM, SIGINT, SIGHUP, SIGQUIT, ignores SIGPIPE and unblocks every signal; keeps
+/// "bd-smb-writer" (PR_SET_NAME, what ps shows); gives every signal the
+/// host catches its default action back (signals the host ignores stay ignored, except
+/// SIGTERM and SIGINT, which always end the writer), ignores SIGPIPE and unblocks every signal; keeps
 /// only the source (as fd 3) and /dev/null on 0-2, closing every other descriptor it inherited
 /// (the parent's sockets, its libsmbclient connection), so nothing it or libsmbclient prints
 /// reaches the parent's output; creates, signs in and frees its own context (debug level 0, log
