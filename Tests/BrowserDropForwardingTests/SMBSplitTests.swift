@@ -39,6 +39,32 @@ struct SMBSplitTests {
     #expect(writerChildren().isEmpty)
   }
 
+  @Test func aWriterChildKilledBySomeoneElseIsReplacedByTheParent() async throws {
+    let server = try TestSMBServer.fromEnvironment()
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let files = ["big.bin": bytes(96 << 20, seed: 35)]
+    let source = try scratch.folder("drop", files)
+    let folder = uniqueName("split-killed")
+    let killed = Stopped()
+    let seen = Observations()
+    let report = try await Forwarder().forward(
+      folder: source, to: server.destination("guest", folder)
+    ) { progress in
+      await seen.record(progress.completedBytes, writers: 0)
+      // As an OOM killer or an operator might: the parent must send the child's stripes.
+      guard progress.currentFile == "big.bin", progress.completedBytes > 0 else { return }
+      let children = writerChildren()
+      guard !children.isEmpty, await killed.claim() else { return }
+      for pid in children { kill(pid, SIGKILL) }
+    }
+    #expect(await !killed.claim())
+    #expect(try contents(of: server.directory("guest").appendingPathComponent(folder)) == files)
+    #expect(report.resumedFiles == 0)
+    #expect(await seen.monotonic)
+    #expect(writerChildren().isEmpty)
+  }
+
   @Test func smbdStoppedMidSplitTransferThenResumed() async throws {
     try await stopSMBDMidTransferThenResume(largeFile: (80 << 20) + 12_345)
     #expect(writerChildren().isEmpty)

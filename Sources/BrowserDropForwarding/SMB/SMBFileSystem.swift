@@ -124,11 +124,28 @@ struct SMBFileSystem: DestinationFileSystem {
             stripeSize: Self.chunkSize, stripe: 1, stripes: 2)
         }
       }
-      try await send(source, from: input, to: file, every: child == nil ? 1 : 2) { sent in
+      try await send(source, from: input, to: file, first: 0, every: child == nil ? 1 : 2) {
+        sent in
         await progress(sent + (child?.bytesWritten ?? 0))
       }
       if let child {
-        try await finish(child, source: source, input: input) { await progress($0) }
+        let own = ownShare(of: source.size)
+        let status = try await wait(for: child, own: own) { await progress($0) }
+        if status == ENODATA { throw changed(source) }
+        if status != 0 {
+          // The child's connection failed (or something killed it): send its stripes from here.
+          // Rewriting one it managed is harmless, they hold the same bytes; a fault of the
+          // server or the share fails here as well, with the sentence for this connection.
+          let reached = child.bytesWritten
+          try await send(source, from: input, to: file, first: 1, every: 2) { sent in
+            await progress(own + max(sent, reached))
+          }
+        }
+        // A source that grew since the scan would arrive cut short: report it as changed, as
+        // the size check after a single connection would.
+        var info = Glibc.stat()
+        if fstat(input, &info) == 0, Int64(info.st_size) != source.size { throw changed(source) }
+        await progress(source.size)
       }
       closed = true
       try await DedicatedThread.smb.run { [context] in
@@ -154,19 +171,22 @@ struct SMBFileSystem: DestinationFileSystem {
     }
   }
 
-  /// Writes chunks 0, `every`, 2·`every`, … of `input` (all of it when `every` is 1, up to end
-  /// of file; otherwise the scanned size) through `file`, reading the next chunk ahead while one
-  /// is on the wire; `progress` gets the bytes written so far.
+  /// Writes chunks `first`, `first + every`, `first + 2·every`, … of `input` (all of it when
+  /// `every` is 1, up to end of file; otherwise stripes of the scanned size, each after a seek)
+  /// through `file`, reading the next chunk ahead while one is on the wire; `progress` gets the
+  /// bytes written so far.
   private func send(
-    _ source: SourceFile, from input: Int32, to file: SMBFile, every: Int,
+    _ source: SourceFile, from input: Int32, to file: SMBFile, first: Int, every: Int,
     progress: (Int64) async -> Void
   ) async throws {
     let striped = every > 1
     let step = Int64(Self.chunkSize * every)
     var current = ChunkBuffer(capacity: Self.chunkSize)
     var spare = ChunkBuffer(capacity: Self.chunkSize)
-    try await LocalFileSystem.fill(current, from: input, at: 0, source: source)
-    var offset: Int64 = 0
+    var offset = Int64(Self.chunkSize * first)
+    if !striped || offset < source.size {
+      try await LocalFileSystem.fill(current, from: input, at: offset, source: source)
+    }
     var sent: Int64 = 0
     while current.count > 0 {
       try Task.checkCancellation()
@@ -202,12 +222,12 @@ struct SMBFileSystem: DestinationFileSystem {
   }
 
   /// Waits for the writer child after this process's own stripes are on the server, reporting
-  /// progress (this process's share plus the child's) as the child's stripes arrive; throws the
-  /// child's failure as the sentence the same errno gives here.
-  private func finish(
-    _ child: SMBChildWriter, source: SourceFile, input: Int32, progress: (Int64) async -> Void
-  ) async throws {
-    let own = ownShare(of: source.size)
+  /// progress (`own`, this process's share, plus the child's bytes) as the child's stripes
+  /// arrive; returns its exit status (0 or an errno, see ``SMBChildWriter/reap()``). Throws
+  /// `CancellationError` when cancelled (the caller kills the child).
+  private func wait(
+    for child: SMBChildWriter, own: Int64, progress: (Int64) async -> Void
+  ) async throws -> Int32 {
     var reported = child.bytesWritten
     while !child.hasExited {
       // A short sleep: the child usually ends within a stripe of this process.
@@ -220,16 +240,7 @@ struct SMBFileSystem: DestinationFileSystem {
     }
     let status = child.reap()
     try Task.checkCancellation()
-    if status == ENODATA { throw changed(source) }
-    if status != 0 {
-      throw ForwardFailure.from(
-        errno: status, during: .transfer, at: place, item: source.relativeText)
-    }
-    // A source that grew since the scan would arrive cut short: report it as changed, as a
-    // single connection's size check would.
-    var info = Glibc.stat()
-    if fstat(input, &info) == 0, Int64(info.st_size) != source.size { throw changed(source) }
-    await progress(source.size)
+    return status
   }
 
   /// Bytes of a `size`-byte file in this process's (even) stripes.
