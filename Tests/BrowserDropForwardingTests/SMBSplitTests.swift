@@ -65,6 +65,32 @@ struct SMBSplitTests {
     #expect(writerChildren().isEmpty)
   }
 
+  @Test func aWriterChildThatHangsIsKilledAndReplaced() async throws {
+    let server = try TestSMBServer.fromEnvironment()
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let files = ["big.bin": bytes(96 << 20, seed: 36)]
+    let source = try scratch.folder("drop", files)
+    let folder = uniqueName("split-stopped")
+    let stopped = Stopped()
+    let started = ContinuousClock.now
+    // With a 2 s request timeout the parent gives a silent child 2 × 2 + 5 = 9 s.
+    let destination = try server.destination(
+      "guest", folder, options: SMBOptions(timeout: .seconds(2)))
+    let report = try await Forwarder().forward(folder: source, to: destination) { progress in
+      // SIGSTOP: stuck where no libsmbclient timeout reaches, as on a lock held at the fork.
+      guard progress.currentFile == "big.bin", progress.completedBytes > 0 else { return }
+      let children = writerChildren()
+      guard !children.isEmpty, await stopped.claim() else { return }
+      for pid in children { kill(pid, SIGSTOP) }
+    }
+    #expect(await !stopped.claim())
+    #expect(ContinuousClock.now - started > .seconds(8))
+    #expect(try contents(of: server.directory("guest").appendingPathComponent(folder)) == files)
+    #expect(report.resumedFiles == 0)
+    #expect(writerChildren().isEmpty)
+  }
+
   @Test func smbdStoppedMidSplitTransferThenResumed() async throws {
     try await stopSMBDMidTransferThenResume(largeFile: (80 << 20) + 12_345)
     #expect(writerChildren().isEmpty)

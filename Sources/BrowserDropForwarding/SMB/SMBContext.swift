@@ -72,6 +72,9 @@ final class SMBContext: @unchecked Sendable {
     buffer[bytes.count] = 0
   }
 
+  /// The request timeout the context was made with.
+  var timeout: Duration { .milliseconds(options.timeoutMilliseconds) }
+
   /// The URL of `path` under the destination's share, every component percent-encoded.
   func url(_ path: RelativePath) -> String {
     path.isEmpty ? baseURL + "/" : baseURL + "/" + path.map(SMBURL.encode).joined(separator: "/")

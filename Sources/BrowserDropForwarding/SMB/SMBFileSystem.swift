@@ -225,17 +225,27 @@ struct SMBFileSystem: DestinationFileSystem {
   /// progress (`own`, this process's share, plus the child's bytes) as the child's stripes
   /// arrive; returns its exit status (0 or an errno, see ``SMBChildWriter/reap()``). Throws
   /// `CancellationError` when cancelled (the caller kills the child).
+  ///
+  /// A child that writes nothing for twice the request timeout plus 5 s (time for a connect,
+  /// a sign-in and a stripe, each bounded by libsmbclient) is stuck somewhere no timeout
+  /// reaches, e.g. a lock another thread held at the fork: it is killed and counts as failed.
   private func wait(
     for child: SMBChildWriter, own: Int64, progress: (Int64) async -> Void
   ) async throws -> Int32 {
+    let stallLimit = context.timeout * 2 + .seconds(5)
     var reported = child.bytesWritten
+    var lastChange = ContinuousClock.now
     while !child.hasExited {
       // A short sleep: the child usually ends within a stripe of this process.
       try await Task.sleep(for: .milliseconds(5))
       let now = child.bytesWritten
       if now != reported {
         reported = now
+        lastChange = .now
         await progress(own + now)
+      } else if ContinuousClock.now - lastChange > stallLimit {
+        child.kill()
+        await child.exited()
       }
     }
     let status = child.reap()
