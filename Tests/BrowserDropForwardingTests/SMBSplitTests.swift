@@ -43,22 +43,18 @@ struct SMBSplitTests {
     let server = try TestSMBServer.fromEnvironment()
     let scratch = try Scratch()
     defer { scratch.remove() }
-    let files = ["big.bin": bytes(96 << 20, seed: 35)]
+    let files = ["big.bin": bytes(256 << 20, seed: 35)]
     let source = try scratch.folder("drop", files)
     let folder = uniqueName("split-killed")
-    let killed = Stopped()
     let seen = Observations()
+    // As an OOM killer or an operator might: the parent must send the child's stripes.
+    let killer = WriterSignaller(SIGKILL)
     let report = try await Forwarder().forward(
       folder: source, to: server.destination("guest", folder)
     ) { progress in
       await seen.record(progress.completedBytes, writers: 0)
-      // As an OOM killer or an operator might: the parent must send the child's stripes.
-      guard progress.currentFile == "big.bin", progress.completedBytes > 0 else { return }
-      let children = writerChildren()
-      guard !children.isEmpty, await killed.claim() else { return }
-      for pid in children { kill(pid, SIGKILL) }
     }
-    #expect(await !killed.claim())
+    #expect(killer.finish())
     #expect(try contents(of: server.directory("guest").appendingPathComponent(folder)) == files)
     #expect(report.resumedFiles == 0)
     #expect(await seen.monotonic)
@@ -69,22 +65,17 @@ struct SMBSplitTests {
     let server = try TestSMBServer.fromEnvironment()
     let scratch = try Scratch()
     defer { scratch.remove() }
-    let files = ["big.bin": bytes(96 << 20, seed: 36)]
+    let files = ["big.bin": bytes(256 << 20, seed: 36)]
     let source = try scratch.folder("drop", files)
     let folder = uniqueName("split-stopped")
-    let stopped = Stopped()
-    let started = ContinuousClock.now
     // With a 2 s request timeout the parent gives a silent child 2 × 2 + 5 = 9 s.
     let destination = try server.destination(
       "guest", folder, options: SMBOptions(timeout: .seconds(2)))
-    let report = try await Forwarder().forward(folder: source, to: destination) { progress in
-      // SIGSTOP: stuck where no libsmbclient timeout reaches, as on a lock held at the fork.
-      guard progress.currentFile == "big.bin", progress.completedBytes > 0 else { return }
-      let children = writerChildren()
-      guard !children.isEmpty, await stopped.claim() else { return }
-      for pid in children { kill(pid, SIGSTOP) }
-    }
-    #expect(await !stopped.claim())
+    let started = ContinuousClock.now
+    // SIGSTOP: stuck where no libsmbclient timeout reaches, as on a lock held at the fork.
+    let stopper = WriterSignaller(SIGSTOP)
+    let report = try await Forwarder().forward(folder: source, to: destination)
+    #expect(stopper.finish())
     #expect(ContinuousClock.now - started > .seconds(8))
     #expect(try contents(of: server.directory("guest").appendingPathComponent(folder)) == files)
     #expect(report.resumedFiles == 0)
@@ -172,8 +163,47 @@ private actor Observations {
   }
 }
 
-/// PIDs of this process's writer children (`bd-smb-writer`), zombies included.
-func writerChildren() -> [pid_t] {
+/// Sends a signal to the first running writer child that appears, from a thread of its own
+/// polling `/proc` every millisecond: a progress callback comes too late when other suites keep
+/// the cooperative pool busy (the child had written all its stripes by then).
+/// `@unchecked Sendable`: the state is only touched while `lock` is held.
+final class WriterSignaller: @unchecked Sendable {
+  private let lock = NSLock()
+  private var done = false
+  private var signalled = false
+
+  init(_ number: Int32) {
+    Thread { [self] in
+      while true {
+        lock.lock()
+        let stop = done
+        lock.unlock()
+        if stop { return }
+        let children = writerChildren(running: true)
+        if !children.isEmpty {
+          for pid in children { kill(pid, number) }
+          lock.lock()
+          signalled = true
+          done = true
+          lock.unlock()
+          return
+        }
+        usleep(1000)
+      }
+    }.start()
+  }
+
+  /// Stops polling; whether a running writer child got the signal.
+  func finish() -> Bool {
+    lock.lock()
+    defer { lock.unlock() }
+    done = true
+    return signalled
+  }
+}
+
+/// PIDs of this process's writer children (`bd-smb-writer`), zombies included unless `running`.
+func writerChildren(running: Bool = false) -> [pid_t] {
   let me = getpid()
   guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else {
     return []
@@ -186,7 +216,9 @@ func writerChildren() -> [pid_t] {
     let name = stat[stat.index(after: open)..<close]
     // After the name: state, then the parent's PID.
     let fields = stat[stat.index(after: close)...].split(separator: " ")
-    guard name == "bd-smb-writer", fields.count > 1, pid_t(fields[1]) == me else { return nil }
+    guard name == "bd-smb-writer", fields.count > 1, pid_t(fields[1]) == me,
+      !running || fields[0] != "Z"
+    else { return nil }
     return pid
   }
 }
