@@ -33,10 +33,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-swift build --package-path "$root/Benchmarks/forwarding" --scratch-path /tmp/bd-fwdbench-build \
+# In the checkout's own .build, so two checkouts (worktrees) never share a build folder.
+scratch="$root/.build/fwdbench"
+swift build --package-path "$root/Benchmarks/forwarding" --scratch-path "$scratch" \
   -c release >&2
 bench="$(swift build --package-path "$root/Benchmarks/forwarding" \
-  --scratch-path /tmp/bd-fwdbench-build -c release --show-bin-path)/fwdbench"
+  --scratch-path "$scratch" -c release --show-bin-path)/fwdbench"
 BASE="$smb_base" PORT="$port" "$root/scripts/smbd.sh" up
 
 master="$work/master.bin"

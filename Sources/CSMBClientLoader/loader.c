@@ -1,8 +1,18 @@
+#define _GNU_SOURCE /* close_range */
+
 #include "CSMBClientLoader.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 /* Every function the wrappers call, as smbc_<name>. Each pointer's type is taken from the
    function's own declaration in libsmbclient.h, so a wrapper that disagrees with the header does
@@ -29,6 +39,7 @@
   X(getFunctionOpen)                                                                             \
   X(getFunctionRead)                                                                             \
   X(getFunctionWrite)                                                                            \
+  X(getFunctionLseek)                                                                            \
   X(getFunctionClose)                                                                            \
   X(getFunctionRename)                                                                           \
   X(getFunctionUnlink)
@@ -144,6 +155,10 @@ smbc_write_fn cbd_smbc_getFunctionWrite(SMBCCTX *context) {
   return smbc.getFunctionWrite(context);
 }
 
+smbc_lseek_fn cbd_smbc_getFunctionLseek(SMBCCTX *context) {
+  return smbc.getFunctionLseek(context);
+}
+
 smbc_close_fn cbd_smbc_getFunctionClose(SMBCCTX *context) {
   return smbc.getFunctionClose(context);
 }
@@ -154,4 +169,216 @@ smbc_rename_fn cbd_smbc_getFunctionRename(SMBCCTX *context) {
 
 smbc_unlink_fn cbd_smbc_getFunctionUnlink(SMBCCTX *context) {
   return smbc.getFunctionUnlink(context);
+}
+
+/* ---- A second writer in a child process (see cbd_smbc_fork_writer in the header). ---- */
+
+int64_t *cbd_shared_counter_create(void) {
+  void *page =
+      mmap(NULL, sizeof(int64_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (page == MAP_FAILED) return NULL;
+  __atomic_store_n((int64_t *)page, 0, __ATOMIC_RELEASE);
+  return (int64_t *)page;
+}
+
+int64_t cbd_shared_counter_load(const int64_t *counter) {
+  return __atomic_load_n(counter, __ATOMIC_ACQUIRE);
+}
+
+void cbd_shared_counter_destroy(int64_t *counter) { munmap(counter, sizeof(int64_t)); }
+
+/* The child's job; a static because libsmbclient's auth callback has no other way to reach it
+   (the child has one thread and one context). */
+static const struct cbd_smbc_writer *child_job;
+static char child_password[256];
+
+static void child_discard_log(void *private_ptr, int level, const char *message) {
+  (void)private_ptr;
+  (void)level;
+  (void)message;
+}
+
+static void child_copy(char *buffer, int capacity, const char *text) {
+  if (buffer == NULL || capacity <= 0 || text == NULL) return;
+  snprintf(buffer, (size_t)capacity, "%s", text);
+}
+
+static void child_authenticate(SMBCCTX *context, const char *server, const char *share,
+    char *workgroup, int workgroup_length, char *username, int username_length, char *password,
+    int password_length) {
+  (void)context;
+  (void)server;
+  (void)share;
+  if (child_job->workgroup != NULL && child_job->workgroup[0] != 0) {
+    child_copy(workgroup, workgroup_length, child_job->workgroup);
+  }
+  child_copy(username, username_length, child_job->username);
+  child_copy(password, password_length, child_password);
+}
+
+/* An errno as an exit status the parent can tell from success and from a signal. */
+static int child_status(int code) { return code > 0 && code < 256 ? code : EIO; }
+
+/* Everything the child does; its return value is its exit status. Only C and libsmbclient run
+   here: never the Swift runtime, never the parent's contexts, sockets or file handles. */
+static int child_main(const struct cbd_smbc_writer *job, pid_t parent) {
+  /* Die with the parent (strictly: with the thread that forked, the SMB thread, which lives as
+     long as the process); the check closes the race where the parent died before the prctl. */
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return child_status(errno);
+  if (getppid() != parent) return ECHILD;
+  prctl(PR_SET_NAME, "bd-smb-writer"); /* for ps and top, instead of the SMB thread's name */
+
+  /* The host's handlers are Swift or write to descriptors closed below: every caught signal
+     gets its default action back (one ignored by the host stays ignored, as under nohup), and
+     SIGTERM and SIGINT always end the writer. A vanished peer must be EPIPE, not a signal. */
+  struct sigaction action;
+  for (int number = 1; number < NSIG; number++) {
+    if (number == SIGKILL || number == SIGSTOP) continue;
+    if (sigaction(number, NULL, &action) != 0) continue; /* glibc's reserved real-time ones */
+    if ((action.sa_flags & SA_SIGINFO) != 0 || action.sa_handler != SIG_IGN) {
+      memset(&action, 0, sizeof action);
+      sigemptyset(&action.sa_mask);
+      action.sa_handler = SIG_DFL;
+      sigaction(number, &action, NULL);
+    }
+  }
+  memset(&action, 0, sizeof action);
+  sigemptyset(&action.sa_mask);
+  action.sa_handler = SIG_DFL;
+  sigaction(SIGTERM, &action, NULL);
+  sigaction(SIGINT, &action, NULL);
+  action.sa_handler = SIG_IGN;
+  sigaction(SIGPIPE, &action, NULL);
+  /* The forking thread blocks the asynchronous signals; the writer blocks none. */
+  sigset_t none;
+  sigemptyset(&none);
+  pthread_sigmask(SIG_SETMASK, &none, NULL);
+
+  /* Keep only the source (as fd 3) and /dev/null on 0-2: a copy of the parent's listening or
+     client sockets would otherwise stay open (and a closed connection unfinished) until this
+     child exits, and nothing the library prints can reach the parent's output. */
+  int source = fcntl(job->source_fd, F_DUPFD, 3);
+  if (source < 0) return child_status(errno);
+  int null = open("/dev/null", O_RDWR);
+  if (null < 0) return child_status(errno);
+  for (int fd = 0; fd <= 2; fd++) {
+    if (dup2(null, fd) < 0) return child_status(errno);
+  }
+  if (source != 3) {
+    if (dup2(source, 3) < 0) return child_status(errno);
+    source = 3;
+  }
+  if (close_range(4, ~0U, 0) != 0) {
+    for (int fd = 4; fd < 65536; fd++) close(fd);
+  }
+
+  child_job = job;
+  snprintf(child_password, sizeof child_password, "%s", job->password != NULL ? job->password : "");
+  if (job->password != NULL) explicit_bzero(job->password, strlen(job->password));
+
+  SMBCCTX *context = smbc.new_context();
+  if (context == NULL) return child_status(errno);
+  smbc.setDebug(context, 0);
+  smbc.setLogCallback(context, NULL, child_discard_log);
+  smbc.setFunctionAuthDataWithContext(context, child_authenticate);
+  smbc.setOptionNoAutoAnonymousLogin(context, job->guest ? 0 : 1);
+  smbc.setOptionUseKerberos(context, 0);
+  smbc.setOptionFallbackAfterKerberos(context, 1);
+  smbc.setPort(context, job->port);
+  if (smbc.init_context(context) == NULL) {
+    int code = errno;
+    explicit_bzero(child_password, sizeof child_password);
+    smbc.free_context(context, 1);
+    return child_status(code);
+  }
+  smbc.setTimeout(context, job->timeout_ms);
+  smbc.setOptionProtocols(context, job->min_protocol, job->max_protocol);
+  smbc.setOptionSmbEncryptionLevel(context, (smbc_smb_encrypt_level)job->encryption_level);
+
+  int result = 0;
+  SMBCFILE *file = smbc.getFunctionOpen(context)(context, job->url, O_WRONLY, 0644);
+  explicit_bzero(child_password, sizeof child_password); /* signed in: no longer needed */
+  if (file == NULL) {
+    result = child_status(errno);
+    smbc.free_context(context, 1);
+    return result;
+  }
+  char *buffer = malloc((size_t)job->stripe_size);
+  if (buffer == NULL) result = ENOMEM;
+  smbc_lseek_fn seek = smbc.getFunctionLseek(context);
+  smbc_write_fn write_fn = smbc.getFunctionWrite(context);
+  for (int64_t offset = job->stripe_size * job->stripe_index; result == 0 && offset < job->size;
+       offset += job->stripe_size * job->stripe_count) {
+    size_t length =
+        (size_t)(job->size - offset < job->stripe_size ? job->size - offset : job->stripe_size);
+    size_t filled = 0;
+    while (filled < length) {
+      ssize_t got = pread(source, buffer + filled, length - filled, (off_t)(offset + filled));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) {
+        /* A source that shrank since the scan: the parent reports it. */
+        result = got == 0 ? ENODATA : child_status(errno);
+        break;
+      }
+      filled += (size_t)got;
+    }
+    if (result != 0) break;
+    if (seek(context, file, (off_t)offset, SEEK_SET) < 0) {
+      result = child_status(errno);
+      break;
+    }
+    size_t written = 0;
+    while (written < length) {
+      ssize_t count = write_fn(context, file, buffer + written, length - written);
+      if (count <= 0) {
+        result = child_status(errno);
+        break;
+      }
+      written += (size_t)count;
+    }
+    if (result == 0 && job->progress != NULL) {
+      __atomic_fetch_add(job->progress, (int64_t)length, __ATOMIC_RELEASE);
+    }
+  }
+  free(buffer);
+  if (smbc.getFunctionClose(context)(context, file) < 0 && result == 0) {
+    result = child_status(errno);
+  }
+  smbc.free_context(context, 1);
+  return result;
+}
+
+pid_t cbd_smbc_fork_writer(const struct cbd_smbc_writer *job) {
+  pid_t parent = getpid();
+  pid_t child = fork();
+  if (child != 0) return child; /* the parent: the child's PID, or -1 with errno */
+  _exit(child_main(job, parent));
+}
+
+int cbd_child_wait_exited(pid_t child) {
+  siginfo_t info;
+  for (;;) {
+    memset(&info, 0, sizeof info);
+    if (waitid(P_PID, (id_t)child, &info, WEXITED | WNOWAIT) == 0) return 0;
+    if (errno != EINTR) return errno;
+  }
+}
+
+int cbd_child_reap(pid_t child, int *status) {
+  for (;;) {
+    int raw = 0;
+    pid_t got = waitpid(child, &raw, WNOHANG);
+    if (got == child) {
+      *status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -(WIFSIGNALED(raw) ? WTERMSIG(raw) : 1);
+      return 0;
+    }
+    if (got == 0) return EAGAIN;
+    if (errno != EINTR) return errno;
+  }
+}
+
+int cbd_children_reapable(void) {
+  struct sigaction current;
+  if (sigaction(SIGCHLD, NULL, &current) != 0) return 0;
+  return current.sa_handler != SIG_IGN && (current.sa_flags & SA_NOCLDWAIT) == 0;
 }

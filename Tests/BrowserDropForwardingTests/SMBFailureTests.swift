@@ -127,14 +127,15 @@ struct SMBFailureTests {
     try await resume(source, on: server)
   }
 
-  /// Every test that writes to the `tiny` share (a 20 MiB tmpfs) belongs here. The suite is
-  /// serialized, and each test also holds ``withTinyShare(_:_:)``'s lock, so neither another
-  /// test of this process nor another test process using the same smbd can take its space.
+  /// Every test that writes to the `tiny` share (a 20 MiB tmpfs) belongs here (except
+  /// `SMBSplitTests`' one, which takes the same lock). The suite is serialized, and each test
+  /// also holds ``withTinyShare(_:_:)``'s lock, so neither another test of this process nor
+  /// another test process using the same smbd can take its space.
   @Suite(.serialized)
   struct TinyShare {
     @Test func fullShareThenResumeAfterFreeingSpace() async throws {
       let server = try TestSMBServer.fromEnvironment()
-      try await withTinyShare(server) { tiny in
+      try await Self.withTinyShare(server) { tiny in
         let scratch = try Scratch()
         defer { scratch.remove() }
         // Everything this test writes is in its own folder, removed at the end.
@@ -146,7 +147,7 @@ struct SMBFailureTests {
         defer { try? FileManager.default.removeItem(at: own) }
         // Leave about 5 MiB free, whatever earlier runs left behind.
         let filler = own.appendingPathComponent("filler")
-        try Data(count: max(0, try freeBytes(tiny) - (5 << 20))).write(to: filler)
+        try Data(count: max(0, try Self.freeBytes(tiny) - (5 << 20))).write(to: filler)
         let files = [
           "a.bin": bytes(1 << 20, seed: 11), "b.bin": bytes(8 << 20, seed: 12),
           "c.bin": bytes(1 << 20, seed: 13),
@@ -168,7 +169,7 @@ struct SMBFailureTests {
         // The rest must fit now; wait (bounded) in case smbd still holds the partial b.bin.
         let needed = files["b.bin"]!.count + files["c.bin"]!.count + (1 << 20)
         let deadline = ContinuousClock.now + .seconds(10)
-        while try freeBytes(tiny) < needed, ContinuousClock.now < deadline {
+        while try Self.freeBytes(tiny) < needed, ContinuousClock.now < deadline {
           try await Task.sleep(for: .milliseconds(50))
         }
         do {
@@ -178,13 +179,13 @@ struct SMBFailureTests {
         } catch {
           let listing = FileManager.default.enumerator(atPath: tiny.path)?.allObjects ?? []
           Issue.record(
-            "resume failed: \(error); \(try freeBytes(tiny)) bytes free; in tiny: \(listing)")
+            "resume failed: \(error); \(try Self.freeBytes(tiny)) bytes free; in tiny: \(listing)")
         }
       }
     }
 
     /// Free bytes on the file system holding `folder`.
-    private func freeBytes(_ folder: URL) throws -> Int {
+    static func freeBytes(_ folder: URL) throws -> Int {
       var space = statvfs()
       guard statvfs(folder.path, &space) == 0 else { throw POSIXError(.EIO) }
       return Int(space.f_bavail) * Int(space.f_frsize)
@@ -192,7 +193,7 @@ struct SMBFailureTests {
 
     /// Runs `body` with the `tiny` share's folder while holding an exclusive flock(2) on
     /// `$BROWSERDROP_TEST_SMB_BASE/tiny.lock`, so test processes sharing one smbd take turns.
-    private func withTinyShare(
+    static func withTinyShare(
       _ server: TestSMBServer, _ body: (URL) async throws -> Void
     ) async throws {
       let fd = open(server.base.appendingPathComponent("tiny.lock").path, O_RDWR | O_CREAT, 0o644)
@@ -210,41 +211,48 @@ struct SMBFailureTests {
   }
 
   @Test func smbdStoppedMidTransferThenResumed() async throws {
-    _ = try TestSMBServer.fromEnvironment()
-    let scratch = try Scratch()
-    defer { scratch.remove() }
-    // A second smbd of our own, so stopping it cannot disturb the other tests.
-    let base = scratch.root.appendingPathComponent("smbd")
-    let port = try unusedPort()
-    try await smbdHarness("up", base: base, port: port)
-    let own = TestSMBServer(port: port, base: base)
-    let files = [
-      "a.bin": bytes(1 << 20, seed: 21), "b.bin": bytes(48 << 20, seed: 22),
-      "c.bin": bytes(1 << 20, seed: 23),
-    ]
-    let source = try scratch.folder("drop", files)
-    let destination = try own.destination("guest", "mid")
-    let stopped = Stopped()
-    let failure = await #expect(throws: ForwardFailure.self) {
-      try await Forwarder().forward(folder: source, to: destination) { progress in
-        // Once part of b.bin is on the wire, stop the server before the next chunk is sent.
-        guard progress.currentFile == "b.bin", progress.completedBytes > 1 << 20,
-          await stopped.claim()
-        else { return }
-        try? await smbdHarness("down", base: base, port: port)
-      }
-    }
-    #expect(failure?.kind == .connectionLost)
-    #expect(
-      failure?.description == "Lost the connection to 127.0.0.1 while sending “b.bin”. "
-        + "Forward again to finish; files that arrived won't be sent twice.")
-
-    try await smbdHarness("up", base: base, port: port)
-    let report = try await Forwarder().forward(folder: source, to: destination)
-    try await smbdHarness("down", base: base, port: port)
-    #expect(try contents(of: own.directory("guest").appendingPathComponent("mid")) == files)
-    #expect(report.resumedFiles == 1)
+    try await stopSMBDMidTransferThenResume(largeFile: 48 << 20)
   }
+}
+
+/// Delivers a, b (`largeFile` bytes) and c to an smbd of the test's own, stops that smbd while
+/// b is on the wire, checks the sentence, starts it again and checks that a resume delivers
+/// everything exactly once.
+func stopSMBDMidTransferThenResume(largeFile: Int) async throws {
+  _ = try TestSMBServer.fromEnvironment()
+  let scratch = try Scratch()
+  defer { scratch.remove() }
+  // A second smbd of our own, so stopping it cannot disturb the other tests.
+  let base = scratch.root.appendingPathComponent("smbd")
+  let port = try unusedPort()
+  try await smbdHarness("up", base: base, port: port)
+  let own = TestSMBServer(port: port, base: base)
+  let files = [
+    "a.bin": bytes(1 << 20, seed: 21), "b.bin": bytes(largeFile, seed: 22),
+    "c.bin": bytes(1 << 20, seed: 23),
+  ]
+  let source = try scratch.folder("drop", files)
+  let destination = try own.destination("guest", "mid")
+  let stopped = Stopped()
+  let failure = await #expect(throws: ForwardFailure.self) {
+    try await Forwarder().forward(folder: source, to: destination) { progress in
+      // Once part of b.bin is on the wire, stop the server before the next chunk is sent.
+      guard progress.currentFile == "b.bin", progress.completedBytes > 1 << 20,
+        await stopped.claim()
+      else { return }
+      try? await smbdHarness("down", base: base, port: port)
+    }
+  }
+  #expect(failure?.kind == .connectionLost)
+  #expect(
+    failure?.description == "Lost the connection to 127.0.0.1 while sending “b.bin”. "
+      + "Forward again to finish; files that arrived won't be sent twice.")
+
+  try await smbdHarness("up", base: base, port: port)
+  let report = try await Forwarder().forward(folder: source, to: destination)
+  try await smbdHarness("down", base: base, port: port)
+  #expect(try contents(of: own.directory("guest").appendingPathComponent("mid")) == files)
+  #expect(report.resumedFiles == 1)
 }
 
 /// Lets exactly one caller through.

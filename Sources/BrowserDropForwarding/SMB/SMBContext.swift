@@ -11,6 +11,9 @@ final class SMBContext: @unchecked Sendable {
   private let context: UnsafeMutablePointer<SMBCCTX>
   private let credentials: Credentials
   private let baseURL: String
+  private let port: UInt16
+  private let options: SMBOptions
+  private let encryptionLevel: smbc_smb_encrypt_level
 
   /// Creates and initialises a context for `destination`. Runs on the SMB thread.
   init(for destination: SMBDestination) throws(SystemError) {
@@ -19,6 +22,14 @@ final class SMBContext: @unchecked Sendable {
     self.credentials = destination.credentials
     self.baseURL =
       "smb://\(destination.host):\(destination.port)/" + SMBURL.encode(destination.share)
+    self.port = UInt16(clamping: destination.port)
+    self.options = destination.options
+    self.encryptionLevel =
+      switch destination.options.encryption {
+      case .off: SMBC_ENCRYPTLEVEL_NONE
+      case .requested: SMBC_ENCRYPTLEVEL_REQUEST
+      case .required: SMBC_ENCRYPTLEVEL_REQUIRE
+      }
 
     cbd_smbc_setDebug(context, 0)
     cbd_smbc_setLogCallback(context, nil, SMBLog.callback)
@@ -28,23 +39,16 @@ final class SMBContext: @unchecked Sendable {
     cbd_smbc_setOptionNoAutoAnonymousLogin(context, credentials.isGuest ? 0 : 1)
     cbd_smbc_setOptionUseKerberos(context, 0)
     cbd_smbc_setOptionFallbackAfterKerberos(context, 1)
-    cbd_smbc_setPort(context, UInt16(clamping: destination.port))
+    cbd_smbc_setPort(context, port)
     guard cbd_smbc_init_context(context) != nil else {
       let error = SystemError.last("smbc_init_context")
       cbd_smbc_free_context(context, 1)
       throw error
     }
-    let options = destination.options
     cbd_smbc_setTimeout(context, options.timeoutMilliseconds)
     cbd_smbc_setOptionProtocols(
       context, options.minimumProtocol.rawValue, options.maximumProtocol.rawValue)
-    let level: smbc_smb_encrypt_level =
-      switch options.encryption {
-      case .off: SMBC_ENCRYPTLEVEL_NONE
-      case .requested: SMBC_ENCRYPTLEVEL_REQUEST
-      case .required: SMBC_ENCRYPTLEVEL_REQUIRE
-      }
-    cbd_smbc_setOptionSmbEncryptionLevel(context, level)
+    cbd_smbc_setOptionSmbEncryptionLevel(context, encryptionLevel)
   }
 
   /// libsmbclient asks for credentials per server and share; answer from ``Credentials``.
@@ -67,6 +71,9 @@ final class SMBContext: @unchecked Sendable {
     for (index, byte) in bytes.enumerated() { buffer[index] = CChar(bitPattern: byte) }
     buffer[bytes.count] = 0
   }
+
+  /// The request timeout the context was made with.
+  var timeout: Duration { .milliseconds(options.timeoutMilliseconds) }
 
   /// The URL of `path` under the destination's share, every component percent-encoded.
   func url(_ path: RelativePath) -> String {
@@ -120,6 +127,50 @@ final class SMBContext: @unchecked Sendable {
       guard count > 0 else { throw SystemError.last("smbc_write") }
       written += count
     }
+  }
+
+  /// `smbc_lseek` to `offset` from the start.
+  func seek(_ file: SMBFile, to offset: Int64) throws(SystemError) {
+    guard cbd_smbc_getFunctionLseek(context)!(context, file.handle, off_t(offset), SEEK_SET) >= 0
+    else { throw SystemError.last("smbc_lseek") }
+  }
+
+  /// Forks a child process that signs in on a connection of its own, with this context's
+  /// address, credentials and options, and writes stripes `stripe`, `stripe + stripes`, … (of
+  /// `stripeSize` bytes) of the first `size` bytes of `source` to the existing file `path`,
+  /// adding each stripe's bytes to `progress`. Returns the child's PID. See
+  /// `cbd_smbc_fork_writer` for what the child does; it never runs Swift code.
+  func forkWriter(
+    to path: RelativePath, source: Int32, size: Int64, stripeSize: Int, stripe: Int, stripes: Int,
+    progress: UnsafeMutablePointer<Int64>
+  ) throws(SystemError) -> pid_t {
+    // The password in a buffer of our own, wiped as soon as the child has its copy.
+    let secret = UnsafeMutablePointer<CChar>.allocate(capacity: 256)
+    credentials.password.copy(into: secret, capacity: 256)
+    defer {
+      explicit_bzero(secret, 256)
+      secret.deallocate()
+    }
+    let pid = url(path).withCString { url in
+      credentials.username.withCString { username in
+        credentials.workgroup.withCString { workgroup in
+          options.minimumProtocol.rawValue.withCString { minimum in
+            options.maximumProtocol.rawValue.withCString { maximum in
+              var job = cbd_smbc_writer(
+                url: url, port: port, guest: credentials.isGuest ? 1 : 0, username: username,
+                workgroup: workgroup, password: secret,
+                timeout_ms: options.timeoutMilliseconds, min_protocol: minimum,
+                max_protocol: maximum, encryption_level: Int32(encryptionLevel.rawValue),
+                source_fd: source, size: size, stripe_size: Int64(stripeSize),
+                stripe_index: Int32(stripe), stripe_count: Int32(stripes), progress: progress)
+              return cbd_smbc_fork_writer(&job)
+            }
+          }
+        }
+      }
+    }
+    guard pid > 0 else { throw SystemError.last("fork") }
+    return pid
   }
 
   /// `smbc_read`; 0 at end of file.

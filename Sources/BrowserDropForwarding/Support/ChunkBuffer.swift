@@ -26,5 +26,8 @@ final class ChunkBuffer: @unchecked Sendable {
     count = filled
   }
 
+  /// Marks the buffer empty, as a read at end of file would.
+  func clear() async throws { count = 0 }
+
   deinit { bytes.deallocate() }
 }

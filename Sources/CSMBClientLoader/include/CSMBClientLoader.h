@@ -80,11 +80,92 @@ smbc_open_fn cbd_smbc_getFunctionOpen(SMBCCTX *context);
 smbc_read_fn cbd_smbc_getFunctionRead(SMBCCTX *context);
 /// smbc_getFunctionWrite: `context`'s write.
 smbc_write_fn cbd_smbc_getFunctionWrite(SMBCCTX *context);
+/// smbc_getFunctionLseek: `context`'s lseek.
+smbc_lseek_fn cbd_smbc_getFunctionLseek(SMBCCTX *context);
 /// smbc_getFunctionClose: `context`'s close.
 smbc_close_fn cbd_smbc_getFunctionClose(SMBCCTX *context);
 /// smbc_getFunctionRename: `context`'s rename.
 smbc_rename_fn cbd_smbc_getFunctionRename(SMBCCTX *context);
 /// smbc_getFunctionUnlink: `context`'s unlink.
 smbc_unlink_fn cbd_smbc_getFunctionUnlink(SMBCCTX *context);
+
+/* ---- A second writer in a child process ----
+   libsmbclient is not thread-safe even with one context per thread, and smbc_write has one
+   request on the wire at a time; a second connection in a forked child (which never returns to
+   Swift) keeps two writes in flight. */
+
+/// What a forked writer needs, as plain C data: it must stay valid until
+/// cbd_smbc_fork_writer returns (the child works on its own copy of the parent's memory).
+struct cbd_smbc_writer {
+  /// The file to write, `smb://host:port/share/path`, percent-encoded; it must already exist
+  /// (the child opens it O_WRONLY, never creating or truncating it).
+  const char *url;
+  /// The TCP port (also in `url`).
+  uint16_t port;
+  /// Nonzero for guest access (then `username` and `password` are "").
+  int guest;
+  /// User name, workgroup ("" for the server's default) and password. The child copies the
+  /// password and wipes both copies with explicit_bzero once it has signed in; the parent wipes
+  /// its own buffer after cbd_smbc_fork_writer returns.
+  const char *username;
+  const char *workgroup;
+  char *password;
+  /// smbc_setTimeout's milliseconds, smbc_setOptionProtocols' bounds, and the
+  /// smbc_smb_encrypt_level, as the parent's context has them.
+  int timeout_ms;
+  const char *min_protocol;
+  const char *max_protocol;
+  int encryption_level;
+  /// The source file, open for reading; read with pread, so its offset is not used.
+  int source_fd;
+  /// Bytes of the source to deliver.
+  int64_t size;
+  /// The file is cut into stripes of `stripe_size` bytes; the child writes stripes number
+  /// `stripe_index`, `stripe_index + stripe_count`, … (e.g. index 1 of 2: the odd ones).
+  int64_t stripe_size;
+  int stripe_index;
+  int stripe_count;
+  /// A counter from cbd_shared_counter_create the child adds each written stripe's bytes to,
+  /// or NULL.
+  int64_t *progress;
+};
+
+/// Forks a child that writes its stripes of `job` through a connection of its own, and returns
+/// the child's PID (or -1 with errno set). Call it on the thread that makes every libsmbclient
+/// call (so the library is quiescent) after cbd_smbc_load succeeded.
+///
+/// The child runs only C: it asks to be SIGKILLed when the forking thread ends
+/// (PR_SET_PDEATHSIG) and exits at once if the parent is already gone; names itself
+/// "bd-smb-writer" (PR_SET_NAME, what ps shows); gives every signal the
+/// host catches its default action back (signals the host ignores stay ignored, except
+/// SIGTERM and SIGINT, which always end the writer), ignores SIGPIPE and unblocks every signal; keeps
+/// only the source (as fd 3) and /dev/null on 0-2, closing every other descriptor it inherited
+/// (the parent's sockets, its libsmbclient connection), so nothing it or libsmbclient prints
+/// reaches the parent's output; creates, signs in and frees its own context (debug level 0, log
+/// discarded); and ends with _exit(0) on success or _exit(errno) of the first failure (EIO when
+/// the library set none, ENODATA when the source is shorter than `size`). It never calls exit().
+pid_t cbd_smbc_fork_writer(const struct cbd_smbc_writer *job);
+
+/// Blocks until `child` has exited, without reaping it (waitid with WNOWAIT), so its PID stays
+/// reserved until cbd_child_reap: a kill(2) before then never hits another process. Returns 0,
+/// or the errno (ECHILD when it is not our child or already reaped). Never call it on a Swift
+/// cooperative-pool thread.
+int cbd_child_wait_exited(pid_t child);
+
+/// Reaps `child` if it has exited, without blocking: 0 and `*status` = its exit status
+/// (0..255), or minus the signal that killed it; EAGAIN while it still runs; otherwise the errno.
+int cbd_child_reap(pid_t child, int *status);
+
+/// Whether this process can wait for its children: false when SIGCHLD is ignored or has
+/// SA_NOCLDWAIT (the kernel then reaps children itself and their status is lost).
+int cbd_children_reapable(void);
+
+/// An int64_t in an anonymous MAP_SHARED mapping (starting at 0), so a forked child's additions
+/// are seen by the parent; NULL when mmap fails.
+int64_t *cbd_shared_counter_create(void);
+/// The counter's value (an acquire load).
+int64_t cbd_shared_counter_load(const int64_t *counter);
+/// Unmaps a counter from cbd_shared_counter_create.
+void cbd_shared_counter_destroy(int64_t *counter);
 
 #endif
