@@ -6,6 +6,7 @@ connection each, a few in flight) and W3 (many large uploads at once) against th
 
     Benchmarks/run.sh                 # builds release, runs everything, prints a markdown table
     REPS=1 W1_MB=256 Benchmarks/run.sh   # quicker
+    WORKLOADS=W2 Benchmarks/run.sh       # some workloads only
 
 Figures are medians over REPS rounds (min–max in brackets). Every measured file is checked
 afterwards (size always, sha256 for W1 and a sample of the others). Only 127.0.0.1 is contacted;
@@ -40,6 +41,8 @@ CFG = {
     "SETTLE_S": float(os.environ.get("SETTLE_S", 2)),
     "INODE_COOLDOWN_S": float(os.environ.get("INODE_COOLDOWN_S", 35)),
     "SMOKE": os.environ.get("SMOKE", "") == "1",
+    # Which workloads, in this order (W2 last: its files stay until the end, see measure).
+    "WORKLOADS": [w.strip() for w in os.environ.get("WORKLOADS", "W1,W3,W2").split(",") if w.strip()],
 }
 if CFG["SMOKE"]:  # a few seconds: proves the benchmark runs, asserts nothing about speed
     CFG.update(W1_MB=64, W2_COUNT=200, W3_COUNT=4, W3_MB=8, REPS=1, SETTLE_S=0, INODE_COOLDOWN_S=0)
@@ -204,6 +207,9 @@ def median_text(values, fmt):
 
 
 def main():
+    unknown = [w for w in CFG["WORKLOADS"] if w not in ("W1", "W2", "W3")]
+    if unknown:
+        sys.exit("bench.py: WORKLOADS: unknown workload %s (choose from W1, W2, W3)" % ", ".join(unknown))
     binary = os.environ.get("BROWSERDROP", os.path.join(ROOT, ".build/release/browserdrop"))
     loadclient = os.path.join(CFG["SCRATCH"], "loadclient")
     os.makedirs(CFG["SCRATCH"], exist_ok=True)
@@ -223,19 +229,24 @@ def main():
     results = {}
     disk = {"dd": [], "dd fdatasync": []}
     kept = []
-    for workload in ("W1", "W3", "W2"):
-        if workload == "W2":
+    for workload in CFG["WORKLOADS"]:
+        if workload == "W2" and workload != CFG["WORKLOADS"][0]:
             # Let the inodes W1 and W3 freed age out first (see measure).
             time.sleep(CFG["INODE_COOLDOWN_S"])
         for round_number in range(CFG["REPS"]):
             log(workload, "round", round_number + 1, "of", CFG["REPS"])
+            # The virtual disk slows down after each GiB written: rotate which variant goes first,
+            # with W1's two dd runs (the disk's own limits) among them, so none always meets a
+            # fresh disk.
+            steps = [("server",) + variant for variant in variants]
             if workload == "W1":
-                disk["dd"].append(dd(os.path.join(CFG["SCRATCH"], "dd.bin"), data["W1"], False))
-                disk["dd fdatasync"].append(
-                    dd(os.path.join(CFG["SCRATCH"], "dd.bin"), data["W1"], True))
-            # The virtual disk slows down after each GiB written: rotate which variant goes first.
-            shift = round_number % len(variants)
-            for name, durability, sniffing in variants[shift:] + variants[:shift]:
+                steps += [("dd", "dd", False, False), ("dd", "dd fdatasync", True, False)]
+            shift = round_number % len(steps)
+            for kind, name, durability, sniffing in steps[shift:] + steps[:shift]:
+                if kind == "dd":  # the disk alone; `durability` is conv=fdatasync
+                    disk[name].append(dd(os.path.join(CFG["SCRATCH"], "dd.bin"), data["W1"], durability))
+                    log(workload, name, "%.3f s" % disk[name][-1])
+                    continue
                 staging = os.path.join(CFG["SCRATCH"], "staging-%d" % len(kept))
                 kept.append(staging)
                 result = measure(binary, workload, durability, sniffing, data, loadclient, staging)
@@ -250,6 +261,8 @@ def main():
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for label, runs in disk.items():
+        if not runs:
+            continue
         lines.append("| disk | %s, %d MiB | %s MB/s | | | |" % (
             label, CFG["W1_MB"], median_text([w1_bytes / t / 1e6 for t in runs], "%.0f")))
     for (workload, name), runs in results.items():

@@ -51,6 +51,10 @@ ssize_t cbd_splice(int fd_in, int64_t *off_in, int fd_out, int64_t *off_out, siz
   return splice(fd_in, (loff_t *)off_in, fd_out, (loff_t *)off_out, len, flags);
 }
 
+int cbd_start_writeback(int fd, int64_t offset, int64_t length) {
+  return sync_file_range(fd, (off64_t)offset, (off64_t)length, SYNC_FILE_RANGE_WRITE);
+}
+
 int cbd_free_bytes(const char *path, uint64_t *free_bytes) {
   struct statvfs s;
   int rc = statvfs(path, &s);

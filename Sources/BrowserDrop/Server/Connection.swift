@@ -175,8 +175,10 @@ struct Connection {
         received = part.count
         ticket.counter.add(part.count)
       }
-      let transfer = BodyTransfer(
+      var transfer = BodyTransfer(
         socket: socket, file: fd, idleTimeout: idleTimeout, counter: ticket.counter)
+      transfer.fileOffset = received
+      transfer.writesBehind = configuration.durability
       let remaining = size - received
       // A large body moves on the cooperative pool, so that many at once use every core and
       // the event loop stays free for the small requests (see `Reactor`).

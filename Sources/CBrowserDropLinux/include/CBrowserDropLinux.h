@@ -30,6 +30,10 @@ int cbd_accept(int fd);
 int cbd_pipe(int fds[2]);
 int cbd_set_pipe_size(int fd, int size);
 ssize_t cbd_splice(int fd_in, int64_t *off_in, int fd_out, int64_t *off_out, size_t len, int more);
+/* Starts writing the dirty pages of fd's bytes [offset, offset + length) to disk and returns
+   without waiting for them (sync_file_range with SYNC_FILE_RANGE_WRITE only): a later fdatasync
+   then finds most of the file already written. 0, or -1 with errno. */
+int cbd_start_writeback(int fd, int64_t offset, int64_t length);
 
 /* Free bytes for unprivileged users on the volume holding path (statvfs f_bavail * f_frsize). */
 int cbd_free_bytes(const char *path, uint64_t *free_bytes);

@@ -1,5 +1,6 @@
 import BrowserDrop
 import BrowserDropForwarding
+import CBrowserDropLinux
 import FoundationEssentials
 import Glibc
 import Synchronization
