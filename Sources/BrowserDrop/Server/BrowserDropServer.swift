@@ -98,7 +98,9 @@ public actor BrowserDropServer {
   public func start() async throws -> [Address] {
     switch phase {
     case .listening: return currentAddresses
-    case .suspended: return try await resume()
+    case .suspended:
+      try await resume()
+      return currentAddresses
     case .ended: throw BrowserDropError.sessionEnded
     case .idle: break
     }
@@ -147,20 +149,24 @@ public actor BrowserDropServer {
     await stopListening()
   }
 
-  /// Listens again on the same port after `suspend()` or `.interrupted`. When something else
-  /// holds the port, it tries again for about a second before throwing
-  /// `BrowserDropError.portUnavailable`.
-  @discardableResult
-  public func resume() async throws -> [Address] {
+  /// Listens again on the same port after `suspend()` or `.interrupted`; `addresses` then lists
+  /// where the page is. When something else holds the port, it tries again for about a second
+  /// before throwing `BrowserDropError.portUnavailable`.
+  ///
+  /// It returns nothing, so the seed's `case .interrupted: try? await server.resume()` compiles
+  /// without a warning (`try?` on a call with a result warns that the result is unused).
+  public func resume() async throws {
     switch phase {
-    case .listening: return currentAddresses
+    case .listening: return
     case .ended: throw BrowserDropError.sessionEnded
-    case .idle: return try await start()
+    case .idle:
+      try await start()
+      return
     case .suspended: break
     }
     guard let port = boundPort else {
       try listen(port: configuration.port, fallback: true)
-      return currentAddresses
+      return
     }
     // The port was this server's a moment ago, yet a process the host is starting can still
     // hold the old listening socket: `posix_spawn` and `fork` copy every descriptor, and the
@@ -171,7 +177,7 @@ public actor BrowserDropServer {
       let failure: BrowserDropError
       do {
         try listen(port: port, fallback: false)
-        return currentAddresses
+        return
       } catch {
         failure = error
       }
@@ -181,7 +187,7 @@ public actor BrowserDropServer {
       // `suspend`, `finish` or `cancel` may have run meanwhile.
       switch phase {
       case .suspended: continue
-      case .listening: return currentAddresses
+      case .listening: return
       case .ended, .idle: throw BrowserDropError.sessionEnded
       }
     }
