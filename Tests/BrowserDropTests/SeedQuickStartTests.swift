@@ -10,7 +10,7 @@ import Testing
 struct SeedQuickStartTests {
   @Test func itListensOnPort80OffersLoopbackAndFinishesWithNothing() async throws {
     guard geteuid() == 0 else {
-      Issue.record("SeedQuickStartTests needs root for a network namespace (scripts/test.sh runs as root)")
+      Issue.record("SeedQuickStartTests needs root for a network namespace (scripts/test.sh does)")
       return
     }
     let temporary = FileManager.default.temporaryDirectory.appending(path: "bd-seed-\(UUID())")
@@ -21,9 +21,11 @@ struct SeedQuickStartTests {
     #expect(mkdir(temporary.path, 0o700) == 0 && mkdir(root.path, 0o700) == 0)
     let manager = FileManager.default
     for folder in ["session-crashed/Book", ".session-crashed.incoming", "outbox"] {
-      try manager.createDirectory(at: root.appending(path: folder), withIntermediateDirectories: true)
+      try manager.createDirectory(
+        at: root.appending(path: folder), withIntermediateDirectories: true)
     }
-    try Data("half".utf8).write(to: root.appending(path: ".session-crashed.incoming/.upload-1.partial"))
+    try Data("half".utf8).write(
+      to: root.appending(path: ".session-crashed.incoming/.upload-1.partial"))
     try Data("ch1".utf8).write(to: root.appending(path: "session-crashed/Book/01.mp3"))
     try Data("keep".utf8).write(to: root.appending(path: "outbox/keep.txt"))
     let inbox = temporary.appending(path: "Inbox")
@@ -42,7 +44,8 @@ struct SeedQuickStartTests {
     // kept the rest; `finish()` returned nil (nothing arrived) and removed the session's folder,
     // so nothing was moved into the inbox.
     #expect(try manager.contentsOfDirectory(atPath: root.path) == ["outbox"])
-    #expect(manager.contents(atPath: root.appending(path: "outbox/keep.txt").path) == Data("keep".utf8))
+    #expect(
+      manager.contents(atPath: root.appending(path: "outbox/keep.txt").path) == Data("keep".utf8))
     #expect(!manager.fileExists(atPath: inbox.path))
   }
 }
