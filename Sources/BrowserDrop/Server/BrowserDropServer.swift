@@ -31,6 +31,7 @@ public actor BrowserDropServer {
   private let eventSink: AsyncStream<Event>.Continuation
   private let progressSink: AsyncStream<[UploadProgress]>.Continuation
   private let staging: StagingFolder
+  private let pageBundle: [String: [UInt8]]
   private var phase = Phase.idle
   private var index = SessionIndex(caseInsensitive: false)
   private var inFlight: [UInt64: InFlight] = [:]
@@ -47,6 +48,13 @@ public actor BrowserDropServer {
 
   /// Creates a session; nothing listens until `start()`.
   public init(configuration: Configuration = Configuration()) {
+    self.init(configuration: configuration, pageBundle: PageSource.bundledFiles)
+  }
+
+  /// A session whose bundled page is `pageBundle` instead of the files embedded from `Page/`:
+  /// tests use it to see what a build without them answers (500 `page_missing`).
+  init(configuration: Configuration, pageBundle: [String: [UInt8]]) {
+    self.pageBundle = pageBundle
     self.configuration = configuration
     (events, eventSink) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
     (progress, progressSink) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
@@ -123,7 +131,8 @@ public actor BrowserDropServer {
     let services: SessionServices
     do {
       services = try await SessionServices.load(
-        server: self, configuration: configuration, staging: staging, partialKind: partialKind)
+        server: self, configuration: configuration, staging: staging, partialKind: partialKind,
+        pageBundle: pageBundle)
     } catch {
       closeSession()
       staging.removeAll()
