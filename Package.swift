@@ -58,6 +58,11 @@ let package = Package(
       name: "EmbeddedHost", dependencies: ["BrowserDrop"], path: "Examples/EmbeddedHost",
       swiftSettings: upcoming),
 
+    // The seed's Quick start, unchanged (Examples/SeedQuickStart); run by SeedQuickStartTests.
+    .executableTarget(
+      name: "SeedQuickStart", dependencies: ["BrowserDrop"], path: "Examples/SeedQuickStart",
+      swiftSettings: upcoming),
+
     // Drives a real server from the browser tests (Tests/Browser): JSON events out, commands in.
     .executableTarget(
       name: "BrowserDropTestHost", dependencies: ["BrowserDrop"], path: "Tests/BrowserDropTestHost",

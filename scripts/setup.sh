@@ -8,6 +8,9 @@ cd "$(dirname "$0")/.."
 packages=(libmagic-dev libsmbclient-dev libqrencode-dev pkg-config)
 if [[ "${1:-}" == "--test" ]]; then
   packages+=(samba smbclient chromium chromium-driver fonts-dejavu-core python3-venv curl iproute2 tmux)
+  # A case-insensitive FUSE volume for the staging probe's tests (Tests/Fixtures/casefold_fs.py);
+  # util-linux's unshare for the tests that run a program in a network namespace of its own.
+  packages+=(python3-fusepy util-linux)
 fi
 
 missing=()

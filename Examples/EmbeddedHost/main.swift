@@ -26,7 +26,7 @@ let events = Task {
     case .uploadFinished(let file): print("Got \(file.relativePath) (\(file.size) bytes)")
     case .uploadFailed(let upload, let reason): print("Lost \(upload.relativePath): \(reason)")
     case .addressesChanged(let addresses): print("Now at \(addresses.map(\.url))")
-    case .interrupted: _ = try? await server.resume()
+    case .interrupted: try? await server.resume()
     case .uploadStarted: break
     }
   }

@@ -29,8 +29,15 @@ public func fuzzRequestHead(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
   check(incrementalEnd == fullEnd, "scanning in pieces disagrees with one scan")
 
   let head = UnsafeRawBufferPointer(rebasing: bytes[..<(fullEnd ?? size)])
+  // A refused head (431 or 400) becomes a 403 only for a foreign Host, read leniently.
+  let hostFirst = RequestHead.hostFirst(Refusal(.badRequest), in: head)
+  check([.badRequest, .forbidden].contains(hostFirst.error), "hostFirst answers 400 or 403")
   guard let parsed = try? RequestHead.parse(head) else { return 0 }
   checkConsistent(parsed, head)
+  // The lenient reading finds the parsed head's one Host: an allowed one is never a 403.
+  if let host = parsed.host, HostPolicy.isAllowed(host: host) {
+    check(hostFirst.error == .badRequest, "hostFirst refused a head whose Host is allowed")
+  }
   return 0
 }
 

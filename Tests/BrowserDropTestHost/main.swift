@@ -175,7 +175,8 @@ commandLoop: for await command in commands {
     output.emit(["event": "suspended"])
   case "resume":
     do {
-      let addresses = try await server.resume()
+      try await server.resume()
+      let addresses = await server.addresses
       output.emit([
         "event": "resumed", "url": listeningURL(addresses)?.url.absoluteString ?? NSNull(),
       ])

@@ -72,6 +72,31 @@ struct ConnectionTests {
     #expect(session.stagedFiles() == ["slow.bin": body])
   }
 
+  /// The head must be complete within `idleTimeout` of the connection, however steadily it
+  /// trickles: a byte every 200 ms is never silent for the timeout (1 s), yet it is closed
+  /// without a response about a second in, long before the head would be complete.
+  @Test func aRequestHeadTrickledPastTheIdleTimeoutIsClosed() async throws {
+    let session = try await TestSession.start { $0.idleTimeout = .seconds(1) }
+    defer { Task { await session.stop() } }
+    let connected = ContinuousClock.now
+    let client = try await session.client()
+    let head = Array(
+      Requests.uploadHead(port: session.port, encodedPath: "slow-head.txt", length: 1).utf8)
+    let sender = Task {
+      // 200 ms a byte: about 20 s for the whole head. Stops when the server has closed.
+      for byte in head {
+        guard (try? await client.send([byte])) != nil else { return }
+        try? await Task.sleep(for: .milliseconds(200))
+      }
+    }
+    #expect(try await client.closedSilently())
+    let closedAfter = ContinuousClock.now - connected
+    sender.cancel()
+    #expect(closedAfter >= .milliseconds(900))
+    #expect(closedAfter < .seconds(6))
+    #expect(await session.log.events.isEmpty)
+  }
+
   @Test func connectionsOverTheCapAreClosedAtOnce() async throws {
     let session = try await TestSession.start { $0.maximumConnections = 4 }
     defer { Task { await session.stop() } }
@@ -89,8 +114,12 @@ struct ConnectionTests {
     }
     var refusedCount = 0
     for _ in 0..<3 {
+      // Accepted and closed at once: a connection left in the kernel's backlog would still be
+      // open when the client gives up (RawClient.timeout, 20 s), and this would throw.
+      let connected = ContinuousClock.now
       let extra = try await session.client()
       if try await extra.closedSilently() { refusedCount += 1 }
+      #expect(ContinuousClock.now - connected < .seconds(5))
     }
     #expect(refusedCount == 3)
     for client in held { client.socket.close() }
@@ -139,6 +168,94 @@ struct ConnectionTests {
       let elapsed = first.duration(to: last) / .milliseconds(100)
       #expect(Double(timestamps.count) <= elapsed + 2)
     }
+  }
+
+  /// Read eagerly during an upload of about 1.5 s, the progress stream brings about ten lists
+  /// a second at most, and the counts only grow.
+  @Test func progressIsThrottledToAboutTenListsASecond() async throws {
+    let session = try await TestSession.start()
+    defer { Task { await session.stop() } }
+    let client = try await session.client()
+    let pieces = 15
+    try await client.send(
+      Requests.uploadHead(port: session.port, encodedPath: "t.bin", length: pieces * 1000))
+    let sender = Task {
+      for _ in 0..<pieces {
+        try await client.send(TestBytes.make(1000))
+        try await Task.sleep(for: .milliseconds(100))
+      }
+      return try await client.readReply().status
+    }
+    var received: [Int] = []
+    var stamps: [ContinuousClock.Instant] = []
+    for await list in session.server.progress {
+      stamps.append(.now)
+      guard let item = list.first else {
+        if !received.isEmpty { break }  // the empty list after the upload
+        continue
+      }
+      received.append(item.receivedBytes)
+    }
+    #expect(try await sender.value == 201)
+    #expect(received == received.sorted())
+    #expect(received.count >= 3)
+    let elapsed = try #require(stamps.first).duration(to: try #require(stamps.last))
+    #expect(
+      Double(stamps.count) <= elapsed / .milliseconds(100) + 2, "\(stamps.count) in \(elapsed)")
+  }
+
+  /// A reader that does not read while an upload of about a second arrives (ten or so lists are
+  /// published meanwhile) finds only the newest one waiting.
+  @Test func aProgressReaderThatFallsBehindGetsOnlyTheNewestList() async throws {
+    let session = try await TestSession.start()
+    defer { try? FileManager.default.removeItem(at: session.root) }
+    let client = try await session.client()
+    let pieces = 10
+    try await client.send(
+      Requests.uploadHead(port: session.port, encodedPath: "n.bin", length: pieces * 1000))
+    for _ in 0..<pieces {
+      try await client.send(TestBytes.make(1000))
+      try await Task.sleep(for: .milliseconds(100))
+    }
+    #expect(try await client.readReply().status == 201)
+    _ = try await session.server.finish()  // ends the stream: what is left is what was kept
+    var lists: [[UploadProgress]] = []
+    for await list in session.server.progress { lists.append(list) }
+    #expect(lists.count == 1, "\(lists)")
+    if let list = lists.first, let item = list.first {
+      #expect(item.upload.relativePath == "n.bin")
+    }
+  }
+
+  /// Events are never dropped, however late their reader: 400 uploads with nobody reading, then
+  /// all 800 events, in order.
+  @Test func eventsWaitForAReaderThatComesLate() async throws {
+    let root = FileManager.default.temporaryDirectory.appending(path: "bd-test-\(UUID())")
+    defer { try? FileManager.default.removeItem(at: root) }
+    let server = BrowserDropServer(
+      configuration: .init(
+        reservedFreeSpace: 0, stagingRoot: root, port: 0, bindAddress: "127.0.0.1",
+        durability: false))
+    let port = try await server.start()[0].port
+    let names = (0..<400).map { "late/\($0).txt" }
+    for name in names {
+      let client = try await RawClient.connect(port: port)
+      try await client.send(
+        Requests.uploadHead(port: port, encodedPath: Requests.encode(name), length: 1) + "x")
+      #expect(try await client.readReply().status == 201)
+    }
+    _ = try await server.finish()
+    var seen: [String] = []
+    for await event in server.events {
+      switch event {
+      case .uploadStarted(let upload): seen.append("started \(upload.relativePath)")
+      case .uploadFinished(let file): seen.append("finished \(file.relativePath)")
+      default: break
+      }
+    }
+    let expected = names.flatMap { ["started \($0)", "finished \($0)"] }
+    #expect(seen.count == expected.count)
+    #expect(seen.elementsEqual(expected), "first: \(seen.prefix(2))")
   }
 
   @Test func everyStartedUploadEndsWithExactlyOneOutcome() async throws {

@@ -100,6 +100,21 @@ struct PageServingTests {
     }
   }
 
+  /// A build whose embedded page is missing (empty, or without `index.html`) answers every page
+  /// request 500 `page_missing`; config.json and uploads still work.
+  @Test(arguments: [[:], ["app.js": Array("x".utf8)]])
+  func aMissingBundledPageIsPageMissing(bundle: [String: [UInt8]]) async throws {
+    let session = try await TestSession.start(pageBundle: bundle)
+    defer { Task { await session.stop() } }
+    for target in ["/", "/index.html", "/app.js"] {
+      let reply = try await session.get(target)
+      #expect(reply.status == 500, "\(target)")
+      #expect(reply.errorCode == "page_missing", "\(target)")
+    }
+    #expect(try await session.get("/config.json").status == 200)
+    #expect(try await session.upload("a.txt", [1]).status == 201)
+  }
+
   @Test func aCustomFolderWithoutIndexIsPageMissing() async throws {
     let empty = FileManager.default.temporaryDirectory.appending(
       path: "bd-empty-\(UUID().uuidString)")

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 @testable import BrowserDrop
@@ -98,6 +99,62 @@ struct UploadTests {
     #expect(try await session.upload("a/b.txt", Array("two".utf8)).status == 201)
     #expect(session.stagedFiles() == ["a/b.txt": Array("two".utf8)])
     #expect(await session.server.receivedFiles.count == 1)
+  }
+
+  /// A retry replaces the earlier file in one step: a reader that reads the file whole, again
+  /// and again, while the retry arrives and is stored, only ever sees the old bytes or the new
+  /// ones, never a mix or a short file.
+  @Test func aRetryReplacesTheFileAtomically() async throws {
+    let session = try await TestSession.start()
+    defer { Task { await session.stop() } }
+    let old = Data(TestBytes.make(2 << 20, seed: 1))
+    let new = Data(TestBytes.make(2 << 20, seed: 2))
+    #expect(try await session.upload("book/a.bin", Array(old)).status == 201)
+    let path = session.server.sessionFolder.appending(path: "book/a.bin").path
+
+    let tally = ReaderTally()
+    let reader = Task {
+      await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+        // Its own thread: reading in a loop must not hold a thread of the cooperative pool.
+        Thread.detachNewThread {
+          while !tally.stop.load(ordering: .relaxed) {
+            let bytes = FileManager.default.contents(atPath: path)
+            if bytes == old {
+              tally.old.add(1, ordering: .relaxed)
+            } else if bytes == new {
+              tally.new.add(1, ordering: .relaxed)
+            } else {
+              tally.torn.add(1, ordering: .relaxed)
+            }
+          }
+          done.resume()
+        }
+      }
+    }
+    let client = try await session.client()
+    try await client.send(
+      Requests.uploadHead(port: session.port, encodedPath: "book/a.bin", length: new.count))
+    try await client.send(Array(new.prefix(new.count / 2)))
+    try await session.log.wait {
+      $0.filter { if case .uploadStarted = $0 { true } else { false } }.count == 2
+    }
+    // Half the retry has arrived: the file is still the old one, whole.
+    #expect(FileManager.default.contents(atPath: path) == old)
+    try await client.send(Array(new.suffix(from: new.count / 2)))
+    #expect(try await client.readReply().status == 201)
+    tally.stop.store(true, ordering: .relaxed)
+    await reader.value
+    #expect(tally.torn.load(ordering: .relaxed) == 0)
+    #expect(tally.old.load(ordering: .relaxed) > 0)
+    #expect(FileManager.default.contents(atPath: path) == new)
+    #expect(await session.server.receivedFiles.map(\.relativePath) == ["book/a.bin"])
+  }
+
+  final class ReaderTally: Sendable {
+    let stop = Atomic(false)
+    let old = Atomic(0)
+    let new = Atomic(0)
+    let torn = Atomic(0)
   }
 
   @Test func plusInThePathStaysAPlus() async throws {

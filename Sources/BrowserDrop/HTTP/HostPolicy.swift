@@ -110,3 +110,9 @@ enum HostPolicy {
 extension Character {
   fileprivate var isASCIIDigit: Bool { isASCII && isNumber }
 }
+
+extension Refusal {
+  /// The answer to a Host that names no private address (DNS rebinding).
+  static let foreignHost = Refusal(
+    .forbidden, "The Host header does not name this device on a private network.")
+}

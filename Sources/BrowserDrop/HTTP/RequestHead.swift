@@ -106,6 +106,41 @@ struct RequestHead: Sendable, Equatable {
     return head
   }
 
+  /// Protocol v1 decides Host before framing: a head refused as too large or unreadable
+  /// (`refusal`) is answered 403 instead when a Host header in it names no private address, so
+  /// that a request for a foreign name never learns more than that. Only complete lines of
+  /// `bytes` are looked at, leniently (bare LF or CRLF); a head with no Host, or only allowed
+  /// ones, keeps its refusal.
+  static func hostFirst(_ refusal: Refusal, in bytes: UnsafeRawBufferPointer) -> Refusal {
+    var lineStart = 0
+    var isRequestLine = true
+    for index in bytes.indices where bytes[index] == 0x0A {
+      var lineEnd = index
+      if lineEnd > lineStart, bytes[lineEnd - 1] == 0x0D { lineEnd -= 1 }
+      defer { lineStart = index + 1 }
+      if isRequestLine {
+        isRequestLine = false
+        continue
+      }
+      if lineEnd == lineStart { break }  // the blank line: the head ends here
+      guard lineEnd - lineStart >= 5,
+        asciiLowercased(bytes, lineStart..<(lineStart + 5)) == "host:"
+      else { continue }
+      var valueStart = lineStart + 5
+      var valueEnd = lineEnd
+      while valueStart < valueEnd, bytes[valueStart] == 0x20 || bytes[valueStart] == 0x09 {
+        valueStart += 1
+      }
+      while valueEnd > valueStart, bytes[valueEnd - 1] == 0x20 || bytes[valueEnd - 1] == 0x09 {
+        valueEnd -= 1
+      }
+      if !HostPolicy.isAllowed(host: string(bytes, valueStart..<valueEnd)) {
+        return Refusal.foreignHost
+      }
+    }
+    return refusal
+  }
+
   private static func parseRequestLine(
     _ bytes: UnsafeRawBufferPointer, _ line: Range<Int>
   )

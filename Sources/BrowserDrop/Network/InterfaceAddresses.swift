@@ -14,7 +14,13 @@ enum InterfaceAddresses {
   /// The addresses at which a server listening on `port` can be reached from the LAN.
   /// When `bindAddress` names one address, only that one; when nothing is left, loopback.
   static func current(port: Int, bindAddress: String?) -> [Address] {
-    let all = scan()
+    select(scan(), port: port, bindAddress: bindAddress)
+  }
+
+  /// The addresses to show, from what `scan` found: hidden ones left out, wired first, then
+  /// Wi‑Fi, hotspot and other, IPv6 only for interfaces without IPv4; loopback when nothing is
+  /// left.
+  static func select(_ all: [Entry], port: Int, bindAddress: String?) -> [Address] {
     if let bindAddress, bindAddress != "::", bindAddress != "0.0.0.0" {
       let match = all.first { $0.host == bindAddress }
       return [
@@ -42,7 +48,8 @@ enum InterfaceAddresses {
     }
   }
 
-  private struct Entry {
+  /// One address of one interface, as `getifaddrs` lists it.
+  struct Entry {
     var host: String
     var interface: String
     var kind: Address.Kind
@@ -58,7 +65,7 @@ enum InterfaceAddresses {
     }
   }
 
-  private static func scan() -> [Entry] {
+  private static func scan(sysfs: String = "/sys/class/net") -> [Entry] {
     var head: UnsafeMutablePointer<ifaddrs>?
     guard getifaddrs(&head) == 0, let first = head else { return [] }
     defer { freeifaddrs(head) }
@@ -72,15 +79,21 @@ enum InterfaceAddresses {
       else { continue }
       let name = String(cString: item.pointee.ifa_name)
       let flags = Int32(bitPattern: item.pointee.ifa_flags)
-      let up = flags & cbd_iff_up() != 0 && flags & cbd_iff_running() != 0
-      let hidden =
-        !up || flags & cbd_iff_loopback() != 0 || flags & cbd_iff_pointopoint() != 0
-        || hiddenPrefixes.contains { name.hasPrefix($0) } || isLinkLocal(host)
-      let kind = kinds[name] ?? classify(interface: name, host: host)
+      let hidden = isHidden(interface: name, host: host, flags: flags)
+      let kind = kinds[name] ?? classify(interface: name, host: host, sysfs: sysfs)
       kinds[name] = kind
       entries.append(Entry(host: host, interface: name, kind: kind, hidden: hidden))
     }
     return entries
+  }
+
+  /// Whether an address is one nobody on the LAN can reach the page at: its interface is down,
+  /// loopback, point-to-point, a tunnel, VPN or container/VM bridge by name, or the address is
+  /// link-local. `flags` are the interface's `IFF_*` flags.
+  static func isHidden(interface name: String, host: String, flags: Int32) -> Bool {
+    let up = flags & cbd_iff_up() != 0 && flags & cbd_iff_running() != 0
+    return !up || flags & cbd_iff_loopback() != 0 || flags & cbd_iff_pointopoint() != 0
+      || hiddenPrefixes.contains { name.hasPrefix($0) } || isLinkLocal(host)
   }
 
   private static func isLinkLocal(_ host: String) -> Bool {
@@ -90,8 +103,8 @@ enum InterfaceAddresses {
   /// Wi‑Fi when the kernel says the interface is wireless; a hotspot when it also holds the
   /// address NetworkManager gives a shared (access point) connection; wired when it is a
   /// physical device; other otherwise.
-  private static func classify(interface: String, host: String) -> Address.Kind {
-    let sysfs = "/sys/class/net/\(interface)"
+  static func classify(interface: String, host: String, sysfs root: String) -> Address.Kind {
+    let sysfs = root + "/" + interface
     let manager = FileManager.default
     if manager.fileExists(atPath: sysfs + "/wireless")
       || manager.fileExists(atPath: sysfs + "/phy80211")

@@ -13,17 +13,19 @@ struct PageSource: Sendable {
   static let bundledFiles: [String: [UInt8]] = BundledPageFiles.files.mapValues { Array($0.utf8) }
 
   private enum Origin: Sendable {
-    case bundled
+    case bundled([String: [UInt8]])
     case directory(String)
   }
 
   private let origin: Origin
   let contentSecurityPolicy: String
 
-  init(_ page: BrowserDropServer.Configuration.Page) {
+  /// `bundle` stands for the files embedded from `Page/` (a test gives an empty one to see what
+  /// a build without them answers).
+  init(_ page: BrowserDropServer.Configuration.Page, bundle: [String: [UInt8]] = bundledFiles) {
     switch page {
     case .bundled:
-      origin = .bundled
+      origin = .bundled(bundle)
       contentSecurityPolicy = Self.bundledPolicy
     case .custom(let directory, let policy):
       origin = .directory(directory.standardizedFileURL.path)
@@ -48,9 +50,9 @@ struct PageSource: Sendable {
     }
     let body: [UInt8]?
     switch origin {
-    case .bundled:
-      if Self.bundledFiles["index.html"] == nil { return Response.refusal(Refusal(.pageMissing)) }
-      body = Self.bundledFiles[relative]
+    case .bundled(let files):
+      if files["index.html"] == nil { return Response.refusal(Refusal(.pageMissing)) }
+      body = files[relative]
     case .directory(let directory):
       let file = relative
       do {

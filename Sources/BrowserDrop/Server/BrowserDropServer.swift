@@ -31,6 +31,7 @@ public actor BrowserDropServer {
   private let eventSink: AsyncStream<Event>.Continuation
   private let progressSink: AsyncStream<[UploadProgress]>.Continuation
   private let staging: StagingFolder
+  private let pageBundle: [String: [UInt8]]
   private var phase = Phase.idle
   private var index = SessionIndex(caseInsensitive: false)
   private var inFlight: [UInt64: InFlight] = [:]
@@ -47,6 +48,13 @@ public actor BrowserDropServer {
 
   /// Creates a session; nothing listens until `start()`.
   public init(configuration: Configuration = Configuration()) {
+    self.init(configuration: configuration, pageBundle: PageSource.bundledFiles)
+  }
+
+  /// A session whose bundled page is `pageBundle` instead of the files embedded from `Page/`:
+  /// tests use it to see what a build without them answers (500 `page_missing`).
+  init(configuration: Configuration, pageBundle: [String: [UInt8]]) {
+    self.pageBundle = pageBundle
     self.configuration = configuration
     (events, eventSink) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
     (progress, progressSink) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
@@ -98,7 +106,9 @@ public actor BrowserDropServer {
   public func start() async throws -> [Address] {
     switch phase {
     case .listening: return currentAddresses
-    case .suspended: return try await resume()
+    case .suspended:
+      try await resume()
+      return currentAddresses
     case .ended: throw BrowserDropError.sessionEnded
     case .idle: break
     }
@@ -121,7 +131,8 @@ public actor BrowserDropServer {
     let services: SessionServices
     do {
       services = try await SessionServices.load(
-        server: self, configuration: configuration, staging: staging, partialKind: partialKind)
+        server: self, configuration: configuration, staging: staging, partialKind: partialKind,
+        pageBundle: pageBundle)
     } catch {
       closeSession()
       staging.removeAll()
@@ -147,20 +158,24 @@ public actor BrowserDropServer {
     await stopListening()
   }
 
-  /// Listens again on the same port after `suspend()` or `.interrupted`. When something else
-  /// holds the port, it tries again for about a second before throwing
-  /// `BrowserDropError.portUnavailable`.
-  @discardableResult
-  public func resume() async throws -> [Address] {
+  /// Listens again on the same port after `suspend()` or `.interrupted`; `addresses` then lists
+  /// where the page is. When something else holds the port, it tries again for about a second
+  /// before throwing `BrowserDropError.portUnavailable`.
+  ///
+  /// It returns nothing, so the seed's `case .interrupted: try? await server.resume()` compiles
+  /// without a warning (`try?` on a call with a result warns that the result is unused).
+  public func resume() async throws {
     switch phase {
-    case .listening: return currentAddresses
+    case .listening: return
     case .ended: throw BrowserDropError.sessionEnded
-    case .idle: return try await start()
+    case .idle:
+      try await start()
+      return
     case .suspended: break
     }
     guard let port = boundPort else {
       try listen(port: configuration.port, fallback: true)
-      return currentAddresses
+      return
     }
     // The port was this server's a moment ago, yet a process the host is starting can still
     // hold the old listening socket: `posix_spawn` and `fork` copy every descriptor, and the
@@ -171,7 +186,7 @@ public actor BrowserDropServer {
       let failure: BrowserDropError
       do {
         try listen(port: port, fallback: false)
-        return currentAddresses
+        return
       } catch {
         failure = error
       }
@@ -181,7 +196,7 @@ public actor BrowserDropServer {
       // `suspend`, `finish` or `cancel` may have run meanwhile.
       switch phase {
       case .suspended: continue
-      case .listening: return currentAddresses
+      case .listening: return
       case .ended, .idle: throw BrowserDropError.sessionEnded
       }
     }

@@ -45,18 +45,26 @@ struct Connection {
       filled += count
       let bytes = UnsafeRawBufferPointer(rebasing: buffer[..<filled])
       if let end = RequestHead.end(in: bytes, scanFrom: scanFrom) {
-        guard end <= RequestHead.maximumSize else { throw Refusal(.headersTooLarge) }
-        let head = try RequestHead.parse(UnsafeRawBufferPointer(rebasing: buffer[..<end]))
-        return (head, end, filled)
+        let head = UnsafeRawBufferPointer(rebasing: buffer[..<end])
+        guard end <= RequestHead.maximumSize else {
+          throw RequestHead.hostFirst(Refusal(.headersTooLarge), in: head)
+        }
+        do throws(Refusal) {
+          return (try RequestHead.parse(head), end, filled)
+        } catch {
+          throw RequestHead.hostFirst(error, in: head)
+        }
       }
-      if filled > RequestHead.maximumSize { throw Refusal(.headersTooLarge) }
+      if filled > RequestHead.maximumSize {
+        throw RequestHead.hostFirst(Refusal(.headersTooLarge), in: bytes)
+      }
     }
   }
 
   /// Applies protocol v1's checks in their order and answers.
   private func respond(to head: RequestHead, leftover: UnsafeRawBufferPointer) async throws {
     guard let host = head.host, HostPolicy.isAllowed(host: host) else {
-      throw Refusal(.forbidden, "The Host header does not name this device on a private network.")
+      throw Refusal.foreignHost
     }
     if head.hasTransferEncoding {
       throw head.contentLength == nil

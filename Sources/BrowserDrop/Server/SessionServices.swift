@@ -19,12 +19,13 @@ final class SessionServices: Sendable {
 
   private init(
     server: BrowserDropServer, configuration: BrowserDropServer.Configuration,
-    staging: StagingFolder, partialKind: PartialFile.Kind, contentInspector: ContentInspector
+    staging: StagingFolder, partialKind: PartialFile.Kind, contentInspector: ContentInspector,
+    pageBundle: [String: [UInt8]]
   ) {
     self.server = server
     self.configuration = configuration
     self.staging = staging
-    self.page = PageSource(configuration.page)
+    self.page = PageSource(configuration.page, bundle: pageBundle)
     self.configResponse = PageConfiguration.response(for: configuration)
     self.allowedExtensions = configuration.allowedExtensions.map { Set($0.map { $0.lowercased() }) }
     self.contentInspector = contentInspector
@@ -34,12 +35,12 @@ final class SessionServices: Sendable {
   /// Loads what a session needs before it listens (the content-type database among them).
   static func load(
     server: BrowserDropServer, configuration: BrowserDropServer.Configuration,
-    staging: StagingFolder, partialKind: PartialFile.Kind
+    staging: StagingFolder, partialKind: PartialFile.Kind, pageBundle: [String: [UInt8]]
   ) async throws(BrowserDropError) -> SessionServices {
     let inspector = try await ContentInspector.load(policy: configuration.contentPolicy)
     return SessionServices(
       server: server, configuration: configuration, staging: staging, partialKind: partialKind,
-      contentInspector: inspector)
+      contentInspector: inspector, pageBundle: pageBundle)
   }
 
   /// Accepts connections until cancelled; each is a child task, so cancelling this ends them

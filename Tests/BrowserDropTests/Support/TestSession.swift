@@ -84,7 +84,9 @@ struct TestSession {
   let log: EventLog
   let root: URL
 
+  /// `pageBundle` replaces the page embedded from `Page/` (an empty one: a build without it).
   static func start(
+    pageBundle: [String: [UInt8]] = PageSource.bundledFiles,
     _ configure: (inout BrowserDropServer.Configuration) -> Void = { _ in }
   ) async throws -> TestSession {
     let root = FileManager.default.temporaryDirectory.appending(
@@ -95,7 +97,7 @@ struct TestSession {
     configuration.stagingRoot = root
     configuration.reservedFreeSpace = 0
     configure(&configuration)
-    let server = BrowserDropServer(configuration: configuration)
+    let server = BrowserDropServer(configuration: configuration, pageBundle: pageBundle)
     let log = EventLog(server.events)
     let addresses = try await server.start()
     return TestSession(server: server, port: addresses[0].port, log: log, root: root)
