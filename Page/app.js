@@ -177,23 +177,62 @@
     }
   }
 
+  // Only string values of known keys are taken; the rest of the table keeps its English text.
+  function stringsFrom(table) {
+    const strings = {};
+    if (table && typeof table === 'object') {
+      for (const [key, value] of Object.entries(table)) {
+        const known = Object.prototype.hasOwnProperty.call(DEFAULT_STRINGS, key);
+        if (known && typeof value === 'string') strings[key] = value;
+      }
+    }
+    return strings;
+  }
+
+  function applyLanguage(language) {
+    if (typeof language !== 'string' || !language) return;
+    ui.root.lang = language;
+    ui.root.dir = textDirection(language);
+    try {
+      numberFormat = new Intl.NumberFormat(language);
+      decimalFormat = new Intl.NumberFormat(language, { maximumFractionDigits: 1 });
+      percentFormat = new Intl.NumberFormat(language, { style: 'percent' });
+    } catch (error) {
+      // Unknown to this browser: keep English number formats.
+    }
+  }
+
+  // The strings and language of the last config.json read at this address are kept in the
+  // browser, so that text shown before (or instead of) config.json, loadError above all, is in the
+  // host's language from the second visit on. config.json always wins once it arrives.
+  const REMEMBERED = 'browserdrop.page.v1';
+
+  function applyRemembered() {
+    try {
+      const saved = JSON.parse(window.localStorage.getItem(REMEMBERED) || 'null');
+      if (!saved || typeof saved !== 'object') return;
+      Object.assign(state.strings, stringsFrom(saved.strings));
+      applyLanguage(saved.language);
+    } catch (error) {
+      // Storage off or unreadable: English until config.json arrives.
+    }
+  }
+
+  function remember(strings, language) {
+    try {
+      const saved = { strings, language: typeof language === 'string' ? language : '' };
+      window.localStorage.setItem(REMEMBERED, JSON.stringify(saved));
+    } catch (error) {
+      // Storage off or full: nothing to keep.
+    }
+  }
+
   function applyConfig(config) {
-    if (config && typeof config.strings === 'object' && config.strings) {
-      for (const [key, value] of Object.entries(config.strings)) {
-        if (typeof value === 'string') state.strings[key] = value;
-      }
-    }
-    if (typeof config.language === 'string' && config.language) {
-      ui.root.lang = config.language;
-      ui.root.dir = textDirection(config.language);
-      try {
-        numberFormat = new Intl.NumberFormat(config.language);
-        decimalFormat = new Intl.NumberFormat(config.language, { maximumFractionDigits: 1 });
-        percentFormat = new Intl.NumberFormat(config.language, { style: 'percent' });
-      } catch (error) {
-        // Unknown to this browser: keep English number formats.
-      }
-    }
+    const strings = stringsFrom(config.strings);
+    state.strings = { ...DEFAULT_STRINGS, ...strings };
+    remember(strings, config.language);
+    // A language remembered from an earlier visit is dropped when config.json no longer sets one.
+    applyLanguage(typeof config.language === 'string' && config.language ? config.language : 'en');
     if (typeof config.title === 'string' && config.title) {
       state.title = config.title;
       ui.brand.textContent = config.title;
@@ -216,13 +255,22 @@
     applyStrings();
   }
 
+  // The page stays invisible (style.css) until config.json has said which texts to show, so a
+  // translated page doesn't flash English first. A failed config.json shows it at once; a slow
+  // one (or a script that never ran) after the stylesheet's own delay.
+  function reveal() {
+    ui.root.dataset.shown = '1';
+  }
+
   async function loadConfig(attempt) {
     try {
       const response = await fetch('config.json', { cache: 'no-store' });
       if (!response.ok) throw new Error(`config.json: HTTP ${response.status}`);
       const config = await response.json();
+      if (!config || typeof config !== 'object') throw new Error('config.json: not an object');
       applyConfig(config);
       hideNotice();
+      reveal();
       state.ready = true;
       ui.chooseFiles.disabled = false;
       ui.chooseFolder.disabled = false;
@@ -230,6 +278,7 @@
       ui.root.dataset.ready = '1';
       scheduleRender();
     } catch (error) {
+      reveal();
       showNotice(t('loadError'), 'error');
       if (attempt === 0) announce(t('loadError'));
       window.setTimeout(() => loadConfig(attempt + 1), backoffMs(attempt));
@@ -815,6 +864,7 @@
     }
   });
 
+  applyRemembered();
   applyStrings();
   loadConfig(0);
 })();

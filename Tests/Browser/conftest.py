@@ -5,6 +5,7 @@ free port; the page is driven in headless Chromium through Selenium and chromedr
 
 Environment:
   BROWSERDROP_TEST_HOST  the host binary (default: .build/debug/BrowserDropTestHost)
+  BROWSERDROP_BINARY     the browserdrop command (default: next to the host)
   CHROMIUM, CHROMEDRIVER browser and driver (default: /usr/bin/chromium, /usr/bin/chromedriver)
 """
 
@@ -26,6 +27,11 @@ from selenium.webdriver.support.ui import WebDriverWait
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts"
 HOST_BINARY = os.environ.get("BROWSERDROP_TEST_HOST", str(ROOT / ".build/debug/BrowserDropTestHost"))
+# The command, built next to the host unless given.
+COMMAND_BINARY = os.environ.get(
+    "BROWSERDROP_BINARY", str(pathlib.Path(HOST_BINARY).parent / "browserdrop")
+)
+PAGE_DIR = ROOT / "Page"
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")
 
@@ -232,11 +238,106 @@ def start_host(staging, tmp_path):
         host.stop()
 
 
+# Installed in every document of every test: records Content-Security-Policy violations, which
+# the fixture turns into a failure (the console check sees them too; this names the directive).
+CSP_WATCH = """
+window.__cspViolations = [];
+document.addEventListener('securitypolicyviolation', (e) => {
+  window.__cspViolations.push(
+    `${e.effectiveDirective} refused ${e.blockedURI || 'inline code'} (${e.sourceFile}:${e.lineNumber})`);
+});
+"""
+
+# Installed on demand (Page.record): watches what the page does from outside its code.
+#   requests     upload requests sent, by path (decoded from the URL the page built)
+#   bodies       the type of each upload body handed to XMLHttpRequest.send
+#   maxInFlight  the most upload requests between send() and their end at any moment
+#   texts        every text the state labels, reasons, notice, live region, summary and skipped line
+#                showed on screen, in order (consecutive repeats once)
+#   probeDelays  the delays the page asked for before each reachability check (its function is
+#                named `probe`); with a scale > 1 they run that many times sooner
+RECORDER = """
+(() => {
+  const SCALE = %s;
+  const bd = (window.__bd = {
+    requests: {}, bodies: [], inFlight: 0, maxInFlight: 0, probeDelays: [],
+    texts: { state: [], reason: [], notice: [], live: [], summary: [], skipped: [] },
+  });
+  const open = XMLHttpRequest.prototype.open;
+  const send = XMLHttpRequest.prototype.send;
+  XMLHttpRequest.prototype.open = function (method, url, ...rest) {
+    const match = /^upload\\?path=(.*)$/.exec(String(url));
+    this.__bdPath = match ? decodeURIComponent(match[1]) : null;
+    return open.call(this, method, url, ...rest);
+  };
+  XMLHttpRequest.prototype.send = function (body) {
+    if (typeof this.__bdPath === 'string') {
+      const path = this.__bdPath;
+      bd.requests[path] = (bd.requests[path] || 0) + 1;
+      bd.bodies.push(Object.prototype.toString.call(body));
+      bd.inFlight += 1;
+      bd.maxInFlight = Math.max(bd.maxInFlight, bd.inFlight);
+      // readystatechange to DONE comes before load/error/abort, so before the page's handler
+      // starts the next upload: an upload counts until its answer (or failure) is in.
+      let counted = true;
+      this.addEventListener('readystatechange', () => {
+        if (this.readyState === XMLHttpRequest.DONE && counted) {
+          counted = false;
+          bd.inFlight -= 1;
+        }
+      });
+    }
+    return send.call(this, body);
+  };
+  const realSetTimeout = window.setTimeout;
+  window.setTimeout = function (callback, delay, ...rest) {
+    if (typeof callback === 'function' && callback.name === 'probe') {
+      bd.probeDelays.push(delay);
+      delay = delay / SCALE;
+    }
+    return realSetTimeout.call(window, callback, delay, ...rest);
+  };
+  const watched = [
+    ['state', '.item-state'], ['reason', '.item-reason'], ['notice', '#notice-text'],
+    ['live', '#live'], ['summary', '#summary'], ['skipped', '#skipped'],
+  ];
+  new MutationObserver((records) => {
+    // Until the stylesheet has loaded nothing is painted (it blocks rendering), and the texts are
+    // still index.html's, not yet the page's.
+    const sheets = document.querySelectorAll('link[rel=stylesheet]').length;
+    if (document.readyState === 'loading' || document.styleSheets.length < sheets) return;
+    for (const record of records) {
+      const node = record.target.nodeType === Node.ELEMENT_NODE ? record.target : record.target.parentElement;
+      if (!node) continue;
+      for (const [kind, selector] of watched) {
+        const element = node.closest(selector);
+        // Only what is on screen (display and visibility), at the end of the task that set it.
+        const shown = element && element.checkVisibility({ visibilityProperty: true });
+        const text = shown ? element.textContent.trim() : '';
+        const list = bd.texts[kind];
+        if (text && list[list.length - 1] !== text) list.push(text);
+      }
+    }
+  }).observe(document, { subtree: true, childList: true, characterData: true });
+})();
+"""
+
+
 class Page:
     """The upload page in a headless Chromium."""
 
     def __init__(self, driver):
         self.driver = driver
+
+    # -- instrumentation
+    def record(self, probe_scale=1):
+        """Installs RECORDER in every document loaded from now on (before the page's own script)."""
+        self.driver.execute_cdp_cmd(
+            "Page.addScriptToEvaluateOnNewDocument", {"source": RECORDER % probe_scale}
+        )
+
+    def recorded(self):
+        return self.js("return window.__bd")
 
     # -- navigation and waiting
     def open(self, url):
@@ -373,12 +474,16 @@ def new_driver():
 
 @pytest.fixture
 def page():
-    """A fresh headless Chromium per test; fails the test on JavaScript errors in its console."""
+    """A fresh headless Chromium per test; fails the test on JavaScript console errors and on
+    Content-Security-Policy violations."""
     driver = new_driver()
+    driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": CSP_WATCH})
     view = Page(driver)
     try:
         yield view
         errors = view.console_errors()
         assert not errors, f"JavaScript console errors: {errors}"
+        violations = view.js("return window.__cspViolations || []")
+        assert not violations, f"Content-Security-Policy violations: {violations}"
     finally:
         driver.quit()

@@ -4,6 +4,7 @@
 # Python venv with selenium and pytest. Extra arguments go to pytest (for example -k suspend).
 #
 #   BROWSERDROP_TEST_HOST  a prebuilt BrowserDropTestHost (otherwise built here, debug)
+#   BROWSERDROP_BINARY     a prebuilt browserdrop (otherwise built here, debug)
 #   BROWSERDROP_VENV       where the venv lives (default .venv at the package root)
 #   BROWSER_TESTS_TIMEOUT  seconds for the whole pytest run (default 900)
 set -euo pipefail
@@ -28,6 +29,13 @@ if [[ -z ${BROWSERDROP_TEST_HOST:-} ]]; then
   swift build --product BrowserDropTestHost
   BROWSERDROP_TEST_HOST="$(swift build --show-bin-path)/BrowserDropTestHost"
   export BROWSERDROP_TEST_HOST
+fi
+# test_copied_binary.py runs a copy of the command; it is looked for next to the host.
+if [[ -z ${BROWSERDROP_BINARY:-} ]]; then
+  swift build --product browserdrop
+  BROWSERDROP_BINARY="$(dirname "$BROWSERDROP_TEST_HOST")/browserdrop"
+  [[ -x $BROWSERDROP_BINARY ]] || BROWSERDROP_BINARY="$(swift build --show-bin-path)/browserdrop"
+  export BROWSERDROP_BINARY
 fi
 
 export SE_OFFLINE=true SE_AVOID_STATS=true

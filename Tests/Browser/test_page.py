@@ -2,9 +2,16 @@
 
 import json
 import os
+import re
+import shutil
 import time
 
-from conftest import ENGLISH, assert_same_files, write_file
+import pytest
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+
+from conftest import ENGLISH, PAGE_DIR, assert_same_files, write_file
 
 SPANISH = {
     "title": "Subir archivos",
@@ -20,7 +27,8 @@ SPANISH = {
     "uploaded": "Subido",
     "failed": "Error",
     "waitingForDevice": "Esperando al dispositivo…",
-    "deviceUnreachable": "No se puede conectar con el dispositivo.",
+    "deviceUnreachable": "No se puede conectar con el dispositivo. Deja abierta en él la pantalla "
+    "de subida; las subidas siguen solas.",
     "notEnoughSpace": "No hay espacio suficiente en el dispositivo",
     "tooLarge": "Demasiado grande",
     "unsupported": "Tipo de archivo no admitido",
@@ -28,12 +36,28 @@ SPANISH = {
     "skipped": "Omitidos porque el tipo no se admite: {count}",
     "retry": "Reintentar los fallidos",
     "doneHint": "Cuando termines, confírmalo en tu dispositivo para importar los archivos.",
-    "loadError": "No se puede conectar con el dispositivo.",
+    "loadError": "No se encuentra el dispositivo. Comprueba que su pantalla de subida sigue abierta.",
 }
 
 
 def summary(done, total, strings=ENGLISH):
     return strings["summary"].replace("{done}", str(done)).replace("{total}", str(total))
+
+
+def disguised_executable(path):
+    """An ELF executable (a copy of /bin/true) under a name that says something else."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile("/bin/true", path)
+    return path
+
+
+def test_default_strings_are_the_seed_table(page):
+    """DEFAULT_STRINGS in app.js is exactly the seed's table (ENGLISH): every key, same text."""
+    source = (PAGE_DIR / "app.js").read_text(encoding="utf-8")
+    literal = re.search(r"const DEFAULT_STRINGS = (\{.*?\n  \});", source, re.S)
+    assert literal, "DEFAULT_STRINGS not found in Page/app.js"
+    page.driver.get("about:blank")
+    assert page.js(f"return {literal.group(1)};") == ENGLISH
 
 
 def test_choose_several_files(start_host, page, tmp_path):
@@ -59,7 +83,9 @@ def test_choose_several_files(start_host, page, tmp_path):
 
 
 def test_choose_folder_keeps_structure(start_host, page, tmp_path):
-    host = start_host()
+    # With a list of allowed extensions, so a hidden file that were not left out first would show
+    # up either as a row (.notes.txt) or in the skipped count (.DS_Store, .git/config).
+    host = start_host("--allow", "bin,txt")
     tree = tmp_path / "Book"
     sent = {
         "Book/01 Intro.bin": write_file(tree / "01 Intro.bin", 200_000),
@@ -67,19 +93,25 @@ def test_choose_folder_keeps_structure(start_host, page, tmp_path):
         "Book/Part 1/deeper/03.txt": write_file(tree / "Part 1" / "deeper" / "03.txt", text="three"),
     }
     write_file(tree / ".DS_Store", 64)  # hidden files are left out silently
+    write_file(tree / ".notes.txt", text="hidden, allowed extension")
     write_file(tree / ".git" / "config", text="[core]")
+    write_file(tree / ".git" / "HEAD.txt", text="ref")
     page.open(host.url)
     page.choose_folder(tree)
     page.wait_settled(3)
     assert page.text("summary") == summary(3, 3)
+    assert sorted(r["path"] for r in page.rows()) == sorted(sent)
     assert not page.visible("skipped"), "hidden files must not count as skipped"
     host.wait_count("uploadFinished", 3, timeout=15)
+    assert sorted(e["path"] for e in host.of("uploadStarted")) == sorted(sent)
     assert_same_files(sent, host.finish())
 
 
 def test_drag_and_drop_files_and_folder(start_host, page, tmp_path):
-    """A trusted CDP drag and drop: the page walks webkitGetAsEntry() folders itself."""
-    host = start_host()
+    """A trusted CDP drag and drop onto the drop zone: Chromium fires the real dragenter/dragover/
+    drop events, so the page's own drop handler runs (handleDrop: webkitGetAsEntry(), readEntries()
+    until empty). Only the OS hand-off before it (a drag from a file manager) is not driven."""
+    host = start_host("--allow", "bin,txt")
     src = tmp_path / "src"
     loose = write_file(src / "loose.bin", 700_000)
     tree = src / "tree"
@@ -91,11 +123,13 @@ def test_drag_and_drop_files_and_folder(start_host, page, tmp_path):
         "tree/sub2/d.txt": write_file(tree / "sub2" / "d.txt", text="dee"),
     }
     write_file(tree / "sub2" / ".DS_Store", 10)
+    write_file(tree / ".hidden" / "e.txt", text="inside a hidden folder")
     page.open(host.url)
     page.drop([loose, tree])
     page.wait_settled(len(sent))
     assert sorted(r["path"] for r in page.rows()) == sorted(sent)
     assert page.text("summary") == summary(5, 5)
+    assert not page.visible("skipped"), "hidden files are left out silently, not counted"
     host.wait_count("uploadFinished", 5, timeout=15)
     # The folder itself (listed by dataTransfer.files as a 4 KiB pseudo-file) was never uploaded.
     assert not host.of("uploadStarted", path="tree")
@@ -156,6 +190,7 @@ window.fetch = async (...args) => {
 def test_too_large_refused_by_server_413(start_host, page, tmp_path):
     host = start_host("--max-file-size", "100000")
     page.driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": HIDE_LIMIT})
+    page.record()
     small = write_file(tmp_path / "ok.bin", 5_000)
     big = write_file(tmp_path / "huge.bin", 8_000_000)  # larger than socket buffers
     page.open(host.url)
@@ -167,6 +202,9 @@ def test_too_large_refused_by_server_413(start_host, page, tmp_path):
     assert rows["huge.bin"]["state"] == "failed", rows
     assert rows["huge.bin"]["reason"] == ENGLISH["tooLarge"]
     assert page.notice() == "", "a 413 is a refusal, not a lost connection"
+    assert not page.visible("retry"), "a file that is too large cannot be retried"
+    # A refusal is final: the row is failed (nothing re-queues it on its own) after one request.
+    assert page.recorded()["requests"] == {"ok.bin": 1, "huge.bin": 1}
     host.wait_count("uploadFinished", 1, timeout=15)
     assert_same_files({"ok.bin": small}, host.finish())
 
@@ -203,20 +241,46 @@ def test_not_enough_space_and_retry_failed(start_host, page, tmp_path):
     host.wait_for("cancelled", timeout=15)
 
 
-def test_path_conflict(start_host, page, tmp_path):
-    host = start_host()
+def test_refusals_show_their_reason_and_retry_failed_resends_only_what_can_change(
+    start_host, page, tmp_path
+):
+    """409, 400 unsupported_type and a file over the limit each show their reason and are not sent
+    again on their own; Retry failed, pressed from the keyboard, sends only the conflict again."""
+    host = start_host("--max-file-size", "100000")
+    page.record()
     first = write_file(tmp_path / "a" / "x", text="a file called x")
     folder = tmp_path / "b" / "x"
     write_file(folder / "y.txt", text="a file inside a folder called x")
+    song = disguised_executable(tmp_path / "c" / "song.mp3")
+    big = write_file(tmp_path / "c" / "big.bin", 100_001)
     page.open(host.url)
     page.choose_files([first])
     page.wait_settled(1)
     page.choose_folder(folder)
     page.wait_settled(2)
+    page.choose_files([song, big])
+    page.wait_settled(4)
     rows = {r["path"]: r for r in page.rows()}
     assert rows["x"]["state"] == "uploaded"
-    assert rows["x/y.txt"]["state"] == "failed"
+    assert (rows["x/y.txt"]["label"], rows["x/y.txt"]["reason"]) == (ENGLISH["failed"], ENGLISH["pathConflict"])
+    assert (rows["song.mp3"]["label"], rows["song.mp3"]["reason"]) == (ENGLISH["failed"], ENGLISH["unsupported"])
+    assert (rows["big.bin"]["label"], rows["big.bin"]["reason"]) == (ENGLISH["failed"], ENGLISH["tooLarge"])
+    assert page.text("summary") == summary(1, 4)
+    assert page.recorded()["requests"] == {"x": 1, "x/y.txt": 1, "song.mp3": 1}, "big.bin is never sent"
+    assert page.visible("retry") and page.text("retry") == ENGLISH["retry"]
+
+    # Keyboard only: Tab from the last control before it, then Enter.
+    page.js("document.getElementById('choose-folder').focus()")
+    ActionChains(page.driver).send_keys(Keys.TAB).perform()
+    assert page.js("return document.activeElement.id") == "retry"
+    ActionChains(page.driver).send_keys(Keys.ENTER).perform()
+    page.wait(lambda d: page.recorded()["requests"].get("x/y.txt") == 2, 10, "the conflict to be sent again")
+    # Retry failed queues everything it retries at once, so anything else would be counted by now.
+    assert page.recorded()["requests"] == {"x": 1, "x/y.txt": 2, "song.mp3": 1}
+    page.wait_settled(4)
+    rows = {r["path"]: r for r in page.rows()}
     assert rows["x/y.txt"]["reason"] == ENGLISH["pathConflict"]
+    assert rows["song.mp3"]["reason"] == ENGLISH["unsupported"]
     assert_same_files({"x": first}, host.finish())
 
 
@@ -226,6 +290,7 @@ def test_suspend_mid_queue_then_resume(start_host, page, tmp_path):
     src = tmp_path / "many"
     count = 48
     sent = {f"many/{i:02d}.bin": write_file(src / f"{i:02d}.bin", 3 * 1024 * 1024) for i in range(count)}
+    page.record()
     page.open(host.url)
     page.choose_folder(src)
     host.wait_count("uploadFinished", 4, timeout=60)
@@ -248,29 +313,129 @@ def test_suspend_mid_queue_then_resume(start_host, page, tmp_path):
     page.wait_settled(count, timeout=120)
     assert page.text("summary") == summary(count, count)
     assert page.notice() == ""
+    # The end is announced a moment after the last row settles (the live region is cleared first).
+    page.wait(lambda d: ENGLISH["doneHint"] in page.text("live"), 5, "the end to be announced")
+    recorded = page.recorded()
+    # The default maximumConcurrentUploads (3), before and after the pause.
+    assert recorded["maxInFlight"] == 3
+    assert set(recorded["bodies"]) == {"[object File]"}, "each body is the File itself (streamed)"
+    # The live region: lost and back, each quarter of the batch, then the end.
+    live = recorded["texts"]["live"]
+    assert ENGLISH["waitingForDevice"] in live and ENGLISH["deviceUnreachable"] in live
+    for quarter in (1, 2, 3):
+        low, high = quarter * count // 4, (quarter + 1) * count // 4
+        assert any(summary(done, count) in live for done in range(low, high)), (quarter, live)
+    assert live[-1].startswith(summary(count, count)) and live[-1].endswith(ENGLISH["doneHint"])
     host.wait_count("uploadFinished", count, timeout=30)
     assert_same_files(sent, host.finish())
 
 
-def test_custom_strings_title_language_and_accent(start_host, page, tmp_path):
+@pytest.mark.parametrize("limit, expected", [(2, 2), (8, 6)])
+def test_queue_runs_at_most_maximum_concurrent_uploads(start_host, page, tmp_path, limit, expected):
+    """The queue never has more upload requests open than config.json's maximumConcurrentUploads
+    (and never more than 6, the connections Chromium opens to one host); the rest show Waiting."""
+    host = start_host("--max-concurrent", str(limit))
+    page.record()
+    src = tmp_path / "batch"
+    count = 12
+    sent = {f"batch/{i:02d}.bin": write_file(src / f"{i:02d}.bin", 2 * 1024 * 1024 + i) for i in range(count)}
+    page.open(host.url)
+    assert page.js("return fetch('config.json').then(r => r.json())")["maximumConcurrentUploads"] == limit
+    page.choose_folder(src)
+    page.wait_settled(count)
+    recorded = page.recorded()
+    assert recorded["maxInFlight"] == expected
+    assert recorded["requests"] == {path: 1 for path in sent}
+    assert set(recorded["bodies"]) == {"[object File]"}
+    labels = recorded["texts"]["state"]
+    assert ENGLISH["queued"] in labels
+    assert any(label.startswith(ENGLISH["uploading"] + " · ") and label.endswith("%") for label in labels)
+    assert ENGLISH["uploaded"] in labels
+    # Every row's bar is a labelled progress bar, full at the end.
+    bars = page.js(
+        "return [...document.querySelectorAll('#list .item')].map(r => {"
+        "const b = r.querySelector('.bar'); return [r.dataset.path, b.getAttribute('role'),"
+        "b.getAttribute('aria-label'), b.getAttribute('aria-valuenow')]; })"
+    )
+    assert sorted(bars) == sorted([path, "progressbar", path, "100"] for path in sent)
+    host.wait_count("uploadFinished", count, timeout=15)
+    assert_same_files(sent, host.finish())
+
+
+def test_backoff_while_the_device_is_away_then_resumes_by_itself(start_host, page, tmp_path):
+    """The server is suspended before a file is chosen, so its upload is refused at connect. The
+    page asks to check again after 1, 2, 4, 8, 16 and then every 30 s (the delays it asks for are
+    recorded; they run 20 times sooner here), shows waitingForDevice then deviceUnreachable, marks
+    nothing failed, sends nothing meanwhile, and uploads the file by itself after resume."""
+    host = start_host()
+    page.record(probe_scale=20)
+    page.open(host.url)
+    host.send("suspend")
+    host.wait_for("suspended", timeout=30)
+    later = write_file(tmp_path / "later.bin", 500_000)
+    page.choose_files([later])
+    page.wait(lambda d: len(page.recorded()["probeDelays"]) >= 8, 30, "eight reachability checks")
+    recorded = page.recorded()
+    assert recorded["probeDelays"][:8] == [1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000]
+    assert recorded["texts"]["notice"][:2] == [ENGLISH["waitingForDevice"], ENGLISH["deviceUnreachable"]]
+    assert ENGLISH["waitingForDevice"] in recorded["texts"]["live"]
+    assert ENGLISH["deviceUnreachable"] in recorded["texts"]["live"]
+    assert page.notice() == ENGLISH["deviceUnreachable"]
+    (row,) = page.rows()
+    assert (row["state"], row["label"]) == ("queued", ENGLISH["queued"]), "a lost connection is no failure"
+    assert recorded["requests"] == {"later.bin": 1}, "nothing is sent while the device is away"
+    # The notice is readable in both colour schemes and fits a 360 px phone.
+    for dark in (False, True):
+        page.driver.execute_cdp_cmd(
+            "Emulation.setEmulatedMedia",
+            {"features": [{"name": "prefers-color-scheme", "value": "dark" if dark else "light"}]},
+        )
+        page.wait(lambda d: page.js(NO_TRANSITIONS), 5, "colour transitions to end")
+        ratio = page.js(CONTRAST_HELPERS + "return ratio(css('#notice', 'color'),"
+                        "over(css('#notice', 'backgroundColor'), css('html', 'backgroundColor')));")
+        assert ratio >= 4.5, f"notice contrast {ratio:.2f} in {'dark' if dark else 'light'} mode"
+    page.driver.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": 360, "height": 800, "deviceScaleFactor": 1, "mobile": True},
+    )
+    assert page.js("return document.documentElement.scrollWidth") <= 360
+
+    host.send("resume")
+    host.wait_for("resumed", timeout=30)
+    page.wait_settled(1, timeout=30)
+    assert page.rows()[0]["state"] == "uploaded"
+    assert page.notice() == ""
+    assert page.recorded()["requests"] == {"later.bin": 2}
+    host.wait_count("uploadFinished", 1, timeout=15)
+    assert_same_files({"later.bin": later}, host.finish())
+
+
+def test_every_string_translated_with_title_language_and_accent(start_host, page, tmp_path):
+    """A complete Spanish table through config.json alone: each of the 22 keys is seen where it
+    belongs with its placeholders filled, no English text is left anywhere, and lang, title and
+    accent are applied. loadError (shown when config.json can't be read) comes from the strings the
+    browser kept from the last config.json at this address."""
     strings_file = tmp_path / "strings.json"
     strings_file.write_text(json.dumps(SPANISH), encoding="utf-8")
-    host = start_host("--strings", str(strings_file), "--language", "es", "--title", "Mi App",
-                      "--accent", "#FF8800", "--allow", "txt", "--max-file-size", "1000")
+    spanish = ["--strings", str(strings_file), "--language", "es"]
+    host = start_host(*spanish, "--title", "Mi App", "--accent", "#FF8800", "--allow", "txt,bin,mp3",
+                      "--max-file-size", "3000000", "--max-concurrent", "1")
+    seen = {}  # key → where it was seen
+    shown = []  # every text the page showed, to look for English in
+
+    page.record()
     page.open(host.url)
     assert page.js("return document.documentElement.lang") == "es"
     assert page.driver.title == "Subir archivos · Mi App"
-    assert page.text("heading") == SPANISH["title"]
     assert page.text("brand") == "Mi App"
-    assert page.text("drop-title") == SPANISH["dropTitle"]
-    assert page.text("drop-hint") == SPANISH["dropHint"]
-    assert page.text("choose-files") == SPANISH["chooseFiles"]
-    assert page.text("choose-folder") == SPANISH["chooseFolder"]
-    assert page.text("summary") == SPANISH["summaryEmpty"]
-    body = page.js("return document.body.innerText")
-    assert SPANISH["subtitle"] in body
-    for english in ("Upload files", "Choose files", "Drop files", "No files yet"):
-        assert english not in body
+    for key, element in [("title", "heading"), ("dropTitle", "drop-title"), ("dropHint", "drop-hint"),
+                         ("chooseFiles", "choose-files"), ("chooseFolder", "choose-folder"),
+                         ("summaryEmpty", "summary")]:
+        assert page.text(element) == SPANISH[key], key
+        seen[key] = element
+    assert page.js("return document.querySelector('.subtitle').textContent") == SPANISH["subtitle"]
+    seen["subtitle"] = ".subtitle"
+    shown.append(page.js("return document.body.innerText"))
 
     # The accent colours the main button and the progress bars; text on it stays readable.
     # (The button eases into the new colour over 140 ms, so wait for the end of the transition.)
@@ -281,22 +446,91 @@ def test_custom_strings_title_language_and_accent(start_host, page, tmp_path):
         "return getComputedStyle(document.getElementById('choose-files')).color"
     ) == "rgb(15, 18, 32)"
 
-    ok = write_file(tmp_path / "ok.txt", text="hola")
-    big = write_file(tmp_path / "big.txt", text="x" * 2000)
-    other = write_file(tmp_path / "photo.png", 10)
-    page.choose_files([ok, big, other])
-    page.wait_settled(2)
+    src = tmp_path / "src"
+    parts = [write_file(src / f"parte {i}.bin", 1_000_000 + i) for i in (1, 2, 3)]
+    hola = write_file(src / "hola.txt", text="hola")
+    notas = write_file(src / "notas.txt", text="notas")
+    grande = write_file(src / "grande.bin", 3_000_001)
+    cancion = disguised_executable(src / "cancion.mp3")
+    foto = write_file(src / "foto.png", 10)
+    page.choose_files([*parts, hola, notas, grande, cancion, foto])
+    page.wait_settled(7)
+    # A folder called like a file already sent: 409.
+    page.choose_folder(write_file(tmp_path / "otra" / "notas.txt" / "dentro.txt", text="x").parent)
+    page.wait_settled(8)
     rows = {r["path"]: r for r in page.rows()}
-    assert rows["ok.txt"]["label"] == SPANISH["uploaded"]
-    assert rows["big.txt"]["label"] == SPANISH["failed"]
-    assert rows["big.txt"]["reason"] == SPANISH["tooLarge"]
-    assert page.text("summary") == summary(1, 2, SPANISH)
+    for path in ("parte 1.bin", "parte 2.bin", "parte 3.bin", "hola.txt", "notas.txt"):
+        assert rows[path]["label"] == SPANISH["uploaded"], rows[path]
+    for path, key in [("grande.bin", "tooLarge"), ("cancion.mp3", "unsupported"),
+                      ("notas.txt/dentro.txt", "pathConflict")]:
+        assert (rows[path]["label"], rows[path]["reason"]) == (SPANISH["failed"], SPANISH[key]), rows[path]
+        seen[key] = path
+    seen["uploaded"] = seen["failed"] = "rows"
+    assert page.text("summary") == summary(5, 8, SPANISH)
+    seen["summary"] = "summary"
     assert page.text("skipped") == SPANISH["skipped"].replace("{count}", "1")
-    assert page.text("done") == SPANISH["doneHint"]
-    assert page.js(
-        "return getComputedStyle(document.querySelector('#overall .fill')).backgroundColor"
-    ) != "rgb(255, 136, 0)"  # a finished batch turns the bar green
-    host.wait_count("uploadFinished", 1, timeout=15)
+    seen["skipped"] = "skipped"
+    assert page.visible("retry") and page.text("retry") == SPANISH["retry"]
+    seen["retry"] = "retry"
+    assert page.visible("done") and page.text("done") == SPANISH["doneHint"]
+    seen["doneHint"] = "done"
+    # One upload at a time, so the others were seen waiting.
+    labels = page.recorded()["texts"]["state"]
+    assert SPANISH["queued"] in labels, labels
+    assert any(label.startswith(SPANISH["uploading"] + " · ") for label in labels), labels
+    seen["queued"] = seen["uploading"] = "state labels"
+    page.screenshot("page-custom-strings.png", 1000)
+    shown.append(page.js("return document.body.innerText"))
+
+    # The device goes away while a file waits.
+    host.send("suspend")
+    host.wait_for("suspended", timeout=30)
+    page.choose_files([write_file(tmp_path / "luego.txt", text="luego")])
+    page.wait(lambda d: page.notice() == SPANISH["deviceUnreachable"], 20, "deviceUnreachable")
+    notices = page.recorded()["texts"]["notice"]
+    assert notices[:2] == [SPANISH["waitingForDevice"], SPANISH["deviceUnreachable"]], notices
+    seen["waitingForDevice"] = seen["deviceUnreachable"] = "notice"
+    shown.append(page.js("return document.body.innerText"))
+    host.send("resume")
+    host.wait_for("resumed", timeout=30)
+    page.wait_settled(9, timeout=60)
+    assert page.text("summary") == summary(6, 9, SPANISH)
+    recorded = page.recorded()["texts"]
+    shown.extend(text for texts in recorded.values() for text in texts)
+
+    # Reloaded while config.json can't be read: the kept strings and language are used.
+    page.driver.execute_cdp_cmd("Network.enable", {})
+    page.driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["*config.json*"]})
+    page.driver.get(host.url)
+    page.wait(lambda d: page.notice() == SPANISH["loadError"], 10, "the Spanish load error")
+    seen["loadError"] = "notice after a reload"
+    assert page.js("return document.documentElement.lang") == "es"
+    assert page.text("heading") == SPANISH["title"]
+    shown.append(page.js("return document.body.innerText"))
+    page.driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
+    page.wait(lambda d: page.js("return document.documentElement.dataset.ready === '1'"), 15,
+              "config.json once it can be read")
+    shown.extend(text for texts in page.recorded()["texts"].values() for text in texts)
+
+    # A second device with no space left.
+    full = start_host(*spanish, "--reserved-free-space", str(10**15))
+    page.open(full.url)
+    page.choose_files([hola])
+    page.wait_settled(1)
+    assert page.rows()[0]["reason"] == SPANISH["notEnoughSpace"]
+    seen["notEnoughSpace"] = "reason"
+    shown.append(page.js("return document.body.innerText"))
+    shown.extend(text for texts in page.recorded()["texts"].values() for text in texts)
+
+    assert sorted(seen) == sorted(ENGLISH), f"keys never seen: {sorted(set(ENGLISH) - set(seen))}"
+    everything = "\n".join(shown)
+    assert "{" not in everything, "a placeholder was left unfilled"
+    for key, english in ENGLISH.items():
+        fragment = max(re.split(r"\{\w+\}", english), key=len).strip()
+        assert fragment not in everything, f"English text of {key!r} shown: {fragment!r}"
+    full.send("cancel")
+    full.wait_for("cancelled", timeout=15)
+    host.wait_count("uploadFinished", 6, timeout=15)
 
 
 def test_html_in_a_file_name_is_shown_as_text(start_host, page, tmp_path):
@@ -313,20 +547,33 @@ def test_html_in_a_file_name_is_shown_as_text(start_host, page, tmp_path):
 
 
 def test_keyboard_labels_and_live_region(start_host, page, tmp_path):
+    """Tab reaches both buttons and Enter/Space opens the matching picker; every control, the drop
+    zone and each progress bar has an accessible name (as Chromium computes it); the live region
+    announces the end."""
     host = start_host()
     page.open(host.url)
-    from selenium.webdriver.common.action_chains import ActionChains
-    from selenium.webdriver.common.keys import Keys
-
+    # The pickers can't open headless: record which input the buttons ask to open instead.
+    page.js(
+        "window.__opened = [];"
+        "for (const id of ['file-input', 'folder-input'])"
+        "  document.getElementById(id).click = () => window.__opened.push(id);"
+    )
     focused = []
-    for _ in range(2):
+    for key in (Keys.ENTER, Keys.SPACE):
         ActionChains(page.driver).send_keys(Keys.TAB).perform()
         focused.append(page.js("return document.activeElement.id"))
+        ActionChains(page.driver).send_keys(key).perform()
     assert focused == ["choose-files", "choose-folder"]
-    # Every control has an accessible name, and the file inputs stay out of the tab order.
-    assert page.js(
-        "return [...document.querySelectorAll('button')].every(b => b.textContent.trim() !== '')"
-    )
+    assert page.js("return window.__opened") == ["file-input", "folder-input"]
+
+    def element(css):
+        return page.driver.find_element(By.CSS_SELECTOR, css)
+
+    assert element("#choose-files").accessible_name == ENGLISH["chooseFiles"]
+    assert element("#choose-folder").accessible_name == ENGLISH["chooseFolder"]
+    assert element("#retry").get_attribute("type") == "button"
+    assert element("#drop").accessible_name == ENGLISH["dropTitle"]
+    assert element("#notice").get_attribute("role") == "status"  # hidden until needed
     assert page.js("return [...document.querySelectorAll('input[type=file]')].every(i => i.tabIndex === -1)")
     assert page.js("return document.getElementById('live').getAttribute('aria-live')") == "polite"
     f = write_file(tmp_path / "note.txt", text="n")
@@ -334,11 +581,63 @@ def test_keyboard_labels_and_live_region(start_host, page, tmp_path):
     page.wait_settled(1)
     page.wait(lambda d: ENGLISH["doneHint"] in page.text("live"), 5, "the live region to announce the end")
     assert summary(1, 1) in page.text("live")
-    bar = page.js("return document.getElementById('overall').getAttribute('aria-valuenow')")
-    assert bar == "100"
+    overall = element("#overall")
+    assert (overall.aria_role, overall.accessible_name) == ("progressbar", summary(1, 1))
+    assert overall.get_attribute("aria-valuenow") == "100"
+    # A row's own bar is shown only while it uploads (the state label says the rest); its role
+    # and name are set from the start.
+    bar = element("#list .item .bar")
+    assert (bar.get_attribute("role"), bar.get_attribute("aria-label")) == ("progressbar", "note.txt")
+    host.wait_count("uploadFinished", 1, timeout=15)
 
 
-CONTRAST = """
+def test_strict_csp_without_inline_code_or_outside_requests(start_host, page, tmp_path):
+    """The page is served with the strict policy and runs under it: no inline script or style in
+    the markup, nothing loaded from anywhere but the page's own address, and the violation watcher
+    every test relies on does see what the policy refuses."""
+    host = start_host()
+    page.open(host.url)
+    header = page.js("return fetch('/', {cache: 'no-store'}).then(r => r.headers.get('content-security-policy'))")
+    policy = {d.split()[0]: d.split()[1:] for d in header.split(";") if d.strip()}
+    for directive in ("default-src", "script-src", "style-src", "connect-src"):
+        assert policy[directive] == ["'self'"], (directive, header)
+    assert "unsafe" not in header
+    html = (PAGE_DIR / "index.html").read_text(encoding="utf-8")
+    assert not re.search(r"<script(?![^>]*\bsrc=)", html), "inline <script>"
+    assert "<style" not in html and not re.search(r"\sstyle\s*=", html), "inline style"
+    assert not re.search(r"\son[a-z]+\s*=", html, re.I), "inline event handler"
+    for name in ("index.html", "app.js", "style.css"):
+        text = (PAGE_DIR / name).read_text(encoding="utf-8")
+        assert not re.search(r"https?://|//[a-z0-9.-]+\.[a-z]{2,}/", text, re.I), f"outside address in {name}"
+    assert not re.search(r"innerHTML|outerHTML|insertAdjacentHTML|eval\(|new Function",
+                         (PAGE_DIR / "app.js").read_text(encoding="utf-8"))
+    f = write_file(tmp_path / "one.txt", text="1")
+    page.choose_files([f])
+    page.wait_settled(1)
+    resources = page.js("return performance.getEntriesByType('resource').map(e => e.name)")
+    assert resources and all(name.startswith(host.url) for name in resources), resources
+
+    # The watcher is not blind: inline style and script are refused, seen and logged.
+    page.js(
+        "const style = document.createElement('style'); style.textContent = 'body { color: red }';"
+        "const script = document.createElement('script'); script.textContent = 'window.__ran = 1';"
+        "document.head.append(style, script);"
+    )
+    page.wait(lambda d: len(page.js("return window.__cspViolations")) >= 2, 5, "two violations")
+    violations = page.js("return window.__cspViolations")
+    assert any(v.startswith("style-src") for v in violations), violations
+    assert any(v.startswith("script-src") for v in violations), violations
+    assert page.js("return window.__ran === undefined")
+    logged = page.driver.get_log("browser")  # read (and so cleared) here: they were on purpose
+    assert any("Content Security Policy" in entry["message"] for entry in logged), logged
+    page.js("window.__cspViolations.length = 0")
+    host.wait_count("uploadFinished", 1, timeout=15)
+
+
+# True once no CSS transition runs (buttons ease into a colour scheme's colours over 140 ms).
+NO_TRANSITIONS = "return document.getAnimations().every(a => !(a instanceof CSSTransition))"
+
+CONTRAST_HELPERS = """
 function rgba(text) {
   const m = text.match(/[\\d.]+/g).map(Number);
   const c = text.startsWith('color(') ? m.slice(0, 3).map(v => v * 255) : m.slice(0, 3);
@@ -356,6 +655,9 @@ function lum(c) {
 }
 function ratio(fg, bg) { const a = lum(rgb(fg)), b = lum(rgb(bg)); return (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05); }
 const css = (sel, prop) => getComputedStyle(document.querySelector(sel))[prop];
+"""
+
+CONTRAST = CONTRAST_HELPERS + """
 const page = css('html', 'backgroundColor'), card = css('#panel', 'backgroundColor');
 return {
   heading: ratio(css('h1', 'color'), page),
@@ -368,6 +670,12 @@ return {
   size: ratio(css('.item-size', 'color'), card),
   skipped: ratio(css('#skipped', 'color'), over(css('#skipped', 'backgroundColor'), card)),
   reasonOnTint: ratio(css('.item[data-state=failed] .item-state', 'color'), card),
+  secondary: ratio(css('#choose-folder', 'color'), css('#choose-folder', 'backgroundColor')),
+  retry: ratio(css('#retry', 'color'), css('#retry', 'backgroundColor')),
+  brand: ratio(css('#brand', 'color'), css('#brand', 'backgroundColor')),
+  dropTitle: ratio(css('.drop-title', 'color'), css('#drop', 'backgroundColor')),
+  dropHint: ratio(css('.drop-hint', 'color'), css('#drop', 'backgroundColor')),
+  doneHint: ratio(css('#done', 'color'), card),
 };
 """
 
@@ -392,6 +700,8 @@ def test_contrast_light_and_dark_and_screenshots(start_host, page, tmp_path):
             "Emulation.setEmulatedMedia",
             {"features": [{"name": "prefers-color-scheme", "value": "dark" if dark else "light"}]},
         )
+        # Buttons ease into the new scheme's colours: measure once the transitions are over.
+        page.wait(lambda d: page.js(NO_TRANSITIONS), 5, "colour transitions to end")
         ratios = page.js(CONTRAST)
         low = {k: round(v, 2) for k, v in ratios.items() if v < 4.5}
         assert not low, f"contrast below 4.5:1 in {'dark' if dark else 'light'} mode: {low}"
@@ -414,12 +724,26 @@ def test_config_unreachable_then_recovers(start_host, page, tmp_path):
     page.driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["*config.json*"]})
     page.driver.get(host.url)
     page.wait(lambda d: page.notice() == ENGLISH["loadError"], 10, "the load error")
+    assert page.visible("notice") and page.visible("heading"), "a failed config.json shows the page"
     assert page.js("return document.getElementById('choose-files').disabled")
     page.driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
     page.wait(lambda d: page.js("return document.documentElement.dataset.ready === '1'"), 15,
               "the page to load config.json once it is reachable")
     assert page.notice() == ""
     assert not page.js("return document.getElementById('choose-files').disabled")
+
+
+def test_page_shows_even_if_its_script_never_runs(start_host, page):
+    """The page is hidden until config.json is read, so it never flashes English before a
+    translation; if app.js never runs at all, the stylesheet shows it anyway after a second."""
+    host = start_host()
+    page.driver.execute_cdp_cmd("Network.enable", {})
+    page.driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["*app.js*"]})
+    page.driver.get(host.url)
+    page.wait(lambda d: page.visible("heading"), 5, "the heading to show without app.js")
+    assert page.js("return document.documentElement.dataset.shown === undefined"), "no script ran"
+    assert page.text("heading") == ENGLISH["title"]
+    page.driver.get_log("browser")  # the blocked app.js is logged as an error: expected here
 
 
 def browser_rss(driver):
