@@ -8,6 +8,9 @@ cd "$(dirname "$0")/.."
 packages=(libmagic-dev libsmbclient-dev libqrencode-dev pkg-config)
 if [[ "${1:-}" == "--test" ]]; then
   packages+=(samba smbclient chromium chromium-driver fonts-dejavu-core python3-venv curl iproute2 tmux)
+  # The command's tests: zbarimg reads the QR code off the terminal, systemd-analyze checks the
+  # kiosk unit.
+  packages+=(zbar-tools systemd)
 fi
 
 missing=()
