@@ -14,6 +14,9 @@ cd "$root"
 prefix=${PREFIX:-/usr/local}
 destdir=${DESTDIR:-}
 
+# The Debian packages the build needs (libmagic-dev, libqrencode-dev, libsmbclient-dev), when
+# missing: one command works on a fresh machine.
+scripts/setup.sh >&2
 swift build -c release --product browserdrop --static-swift-stdlib
 bin=$(swift build -c release --show-bin-path)
 

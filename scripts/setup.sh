@@ -11,6 +11,9 @@ if [[ "${1:-}" == "--test" ]]; then
   # A case-insensitive FUSE volume for the staging probe's tests (Tests/Fixtures/casefold_fs.py);
   # util-linux's unshare for the tests that run a program in a network namespace of its own.
   packages+=(python3-fusepy util-linux)
+  # The command's tests: zbarimg reads the QR code off the terminal, systemd-analyze checks the
+  # kiosk unit.
+  packages+=(zbar-tools systemd)
 fi
 
 missing=()

@@ -43,6 +43,9 @@ phase "connection timing (alone)" timeout 300 swift test --skip-build --filter C
 phase "flood (alone)" timeout 300 swift test --skip-build --filter FloodTests
 phase "crash trials (alone)" timeout 600 swift test --skip-build --filter CrashTrialTests
 phase "fuzz" scripts/fuzz.sh 60
+# The documented install: a release build into a scratch DESTDIR, the binary alone serves its page
+# and loads only Debian's libraries.
+phase "install" timeout 900 scripts/check-install.sh
 phase "browser tests" env BROWSERDROP_TEST_HOST="$bin/BrowserDropTestHost" SE_OFFLINE=true SE_AVOID_STATS=true \
   timeout 600 .venv/bin/python -m pytest -q -p no:cacheprovider Tests/Browser
 

@@ -61,15 +61,59 @@ struct ArgumentTests {
     .init(
       arguments: ["--smb-password-file", "/nonexistent/pw", "--to", "smb://anna@127.0.0.1/s"],
       named: "--smb-password-file"),
+    .init(
+      arguments: ["--smb-password-file", "/dev/null", "--to", "smb://127.0.0.1/guest"],
+      named: "--smb-password-file"),
+    .init(arguments: ["--to", "smb://anna:hunter2@127.0.0.1/share"], named: "--to"),
   ]
+
+  /// Flags that take a value, so `--flag value` can be written `--flag=value`.
+  static let valueFlags: Set<String> = [
+    "--to", "--bind", "--port", "--staging", "--allow", "--max-file-size", "--reserve",
+    "--max-connections", "--max-concurrent", "--idle-timeout", "--durability", "--content-check",
+    "--title", "--language", "--accent", "--strings", "--page", "--on-conflict", "--quiet-period",
+    "--batch-folder", "--smb-password-file",
+  ]
+
+  /// The refusals again with every `--flag value` written `--flag=value` (those that have one).
+  static var refusalsWithEquals: [Refusal] {
+    refusals.compactMap { refusal in
+      var arguments: [String] = []
+      var index = 0
+      let given = refusal.arguments
+      while index < given.count {
+        if valueFlags.contains(given[index]), index + 1 < given.count,
+          !given[index + 1].hasPrefix("--")
+        {
+          arguments.append(given[index] + "=" + given[index + 1])
+          index += 2
+        } else {
+          arguments.append(given[index])
+          index += 1
+        }
+      }
+      return arguments == given ? nil : Refusal(arguments: arguments, named: refusal.named)
+    }
+  }
 
   @Test("A bad flag or value exits 2 naming it", arguments: refusals)
   func refused(_ refusal: Refusal) async throws {
+    try await Self.expectRefused(refusal)
+  }
+
+  @Test("The same mistakes written --flag=value", arguments: refusalsWithEquals)
+  func refusedWithEquals(_ refusal: Refusal) async throws {
+    try await Self.expectRefused(refusal)
+  }
+
+  private static func expectRefused(_ refusal: Refusal) async throws {
     let result = try await CommandProcess.run(refusal.arguments)
     #expect(result.status == 2)
     #expect(result.error.contains(refusal.named), "\(result.error)")
     #expect(result.error.contains("--help"), "\(result.error)")
     #expect(result.output.isEmpty)
+    // A password typed into the address is refused without being repeated.
+    #expect(!result.error.contains("hunter2"), "\(result.error)")
   }
 
   @Test("An unknown flag close to a real one gets a suggestion")
@@ -84,9 +128,21 @@ struct ArgumentTests {
     for flag in ["--help", "-h"] {
       let result = try await CommandProcess.run([flag, "--port", "nonsense-is-ignored-by-help"])
       #expect(result.status == 0)
-      for section in ["USAGE:", "DESTINATION:", "SERVER:", "LIMITS:", "PAGE:", "KIOSK:", "OUTPUT:"]
-      {
+      let sections = [
+        "OVERVIEW:", "USAGE:", "DESTINATION:", "SERVER:", "LIMITS:", "PAGE:", "KIOSK:", "OUTPUT:",
+        "GENERAL:", "ONE-SHOT MODE", "SMB PASSWORDS:", "EXIT STATUS:", "EXAMPLES:",
+      ]
+      for section in sections {
         #expect(result.output.contains(section), "\(section) missing")
+      }
+      // Every event type --json writes.
+      let events = [
+        "listening", "uploadStarted", "uploadFinished", "uploadFailed", "addressesChanged",
+        "interrupted", "finishing", "nothingArrived", "batchClosed", "forwardStarted",
+        "forwardProgress", "forwarded", "forwardFailed", "retrying", "kept", "stopped", "notice",
+      ]
+      for event in events {
+        #expect(result.output.contains(event), "\(event) missing from --help")
       }
       let flags = [
         "--to", "--bind", "--port", "--staging", "--allow", "--max-file-size", "--reserve",
@@ -109,20 +165,41 @@ struct ArgumentTests {
     #expect(result.output.hasPrefix("browserdrop "))
   }
 
-  @Test("Every page and limit flag reaches the server, in both --flag value and --flag=value")
-  func flagsReachTheServer() async throws {
+  @Test(
+    "Every server, page and destination flag reaches the server, in either form",
+    arguments: [false, true])
+  func flagsReachTheServer(equals: Bool) async throws {
     let folder = try TemporaryFolder()
     let strings = folder.path("strings.json")
     try Data(#"{"dropTitle": "Déposez ici"}"#.utf8).write(to: strings)
-    let command = try CommandProcess([
-      "--json", "--port=0", "--bind", "127.0.0.1", "--staging=\(folder.path("staging").path)",
-      "--allow", "PDF,.jpg", "--max-file-size=20M", "--reserve", "0", "--max-connections", "8",
-      "--max-concurrent=5", "--idle-timeout", "12.5", "--title", "Scans", "--language=fr",
-      "--accent", "#0A84FF", "--strings", strings.path, "--on-conflict=replace", "--no-qr",
-      "--batch-folder", "drop {n}", "--to", folder.path("dest").path,
-    ])
+    let page = folder.path("page")
+    try FileManager.default.createDirectory(at: page, withIntermediateDirectories: true)
+    try Data("<!doctype html><title>our own intake page</title>\n".utf8).write(
+      to: page.appending(path: "index.html"))
+    // Replaced at the destination (--on-conflict replace), in the batch's folder (--batch-folder).
+    let old = try folder.makeFile("dest/drop 1/scan.pdf", size: 10, seed: 9)
+    let staging = folder.path("staging")
+    let pairs: [(String, String)] = [
+      ("--port", "0"), ("--bind", "127.0.0.1"), ("--staging", staging.path),
+      ("--allow", "PDF,.jpg"), ("--max-file-size", "20M"), ("--reserve", "0"),
+      ("--max-connections", "8"), ("--max-concurrent", "5"), ("--idle-timeout", "2"),
+      ("--title", "Scans"), ("--language", "fr"), ("--accent", "#0A84FF"),
+      ("--strings", strings.path), ("--page", page.path), ("--on-conflict", "replace"),
+      ("--batch-folder", "drop {n}"), ("--to", folder.path("dest").path),
+      ("--durability", "off"), ("--content-check", "off"),
+    ]
+    let arguments =
+      ["--json", "--no-qr"] + pairs.flatMap { equals ? ["\($0)=\($1)"] : [$0, $1] }
+    let command = try CommandProcess(arguments)
     defer { Task { await command.stop() } }
     let port = try await command.listeningPort()
+    let listening = try await command.waitForEvent("listening")
+    #expect(
+      listening["addresses"] as? [[String: String]] == [
+        ["url": "http://127.0.0.1:\(port)/", "kind": "other", "interface": "lo"]
+      ])
+    #expect(
+      FileManager.default.fileExists(atPath: staging.appending(path: ".browserdrop.lock").path))
     let config = try await HTTP.getJSON("http://127.0.0.1:\(port)/config.json")
     #expect(config["title"] as? String == "Scans")
     #expect(config["language"] as? String == "fr")
@@ -131,13 +208,22 @@ struct ArgumentTests {
     #expect((config["maximumFileSize"] as? NSNumber)?.intValue == 20 * 1024 * 1024)
     #expect((config["maximumConcurrentUploads"] as? NSNumber)?.intValue == 5)
     #expect((config["strings"] as? [String: String])?["dropTitle"] == "Déposez ici")
+    let index = try await HTTP.get("http://127.0.0.1:\(port)/")
+    #expect(index.contains("our own intake page"), "\(index)")
+    // --idle-timeout 2: a connection that sends nothing is closed long before the default 30 s.
+    let silent = try await HTTP.secondsUntilClosed(port: port)
+    #expect(silent < 15, "a silent connection stayed open \(silent) s")
 
     let file = try folder.makeFile("scan.pdf", size: 1000)
     #expect(try await Uploader.upload(file, as: "scan.pdf", port: port) == 201)
     #expect(try await Uploader.upload(file, as: "scan.txt", port: port) == 400)
+    let big = try folder.makeFile("big.jpg", size: 20 * 1024 * 1024 + 1)
+    #expect(try await Uploader.upload(big, as: "big.jpg", port: port) == 413)
     command.send(SIGINT)
     #expect(try await command.waitForExit() == 0)
     #expect(TemporaryFolder.files(in: folder.path("dest")) == ["drop 1/scan.pdf"])
+    #expect(try Data(contentsOf: old) == Data(contentsOf: file))
+    #expect((command.events.last?["renamed"] as? [Any])?.isEmpty == true)
   }
 
   @Test("--content-check and --durability reach the server")
@@ -181,6 +267,25 @@ struct ArgumentTests {
 
 /// Small HTTP helpers over curl.
 enum HTTP {
+  static func get(_ url: String) async throws -> String {
+    let data = try await ChildProcess.run(
+      "/usr/bin/curl", ["-sS", "--max-time", "10", url], error: .inherit, timeout: .seconds(30)
+    ).output
+    return String(decoding: data, as: UTF8.self)
+  }
+
+  /// Opens a connection to 127.0.0.1:`port`, sends nothing, and returns how many seconds the
+  /// server took to close it (at most about 30, when the test gives up).
+  static func secondsUntilClosed(port: Int) async throws -> Double {
+    let start = ContinuousClock.now
+    // bash's /dev/tcp: `cat` reads until the server closes the connection.
+    _ = try await ChildProcess.run(
+      "/bin/bash", ["-c", "exec 3<>/dev/tcp/127.0.0.1/\(port) && cat <&3 >/dev/null"],
+      error: .inherit, timeout: .seconds(30))
+    let elapsed = ContinuousClock.now - start
+    return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+  }
+
   static func getJSON(_ url: String) async throws -> [String: Any] {
     let data = try await ChildProcess.run(
       "/usr/bin/curl", ["-sS", "--max-time", "10", url], error: .inherit, timeout: .seconds(30)

@@ -156,6 +156,60 @@ struct KioskSMBTests {
     try await Self.expectDelivered(sources, in: share)
   }
 
+  @Test("The password from a file, the environment or a systemd credential signs in; never shown")
+  func passwordSources() async throws {
+    let server = try Self.sharedServer()
+    let folder = try TemporaryFolder()
+    let subfolder = "password-\(UUID().uuidString.prefix(8))"
+    let destination = "smb://dropper@127.0.0.1:\(server.port)/private/\(subfolder)"
+    let passwordFile = folder.path("password")
+    try Data("s3cret\n".utf8).write(to: passwordFile)
+    let credentials = folder.path("credentials")
+    try FileManager.default.createDirectory(at: credentials, withIntermediateDirectories: true)
+    try Data("s3cret".utf8).write(to: credentials.appending(path: "smb-password"))
+    let wrongCredentials = folder.path("wrong-credentials")
+    try FileManager.default.createDirectory(at: wrongCredentials, withIntermediateDirectories: true)
+    try Data("wrong-credential".utf8).write(to: wrongCredentials.appending(path: "smb-password"))
+    // Each source in turn, with a wrong password in the sources it takes precedence over.
+    let sources: [(name: String, arguments: [String], environment: [String: String])] = [
+      (
+        "file", ["--smb-password-file", passwordFile.path],
+        [
+          "BROWSERDROP_SMB_PASSWORD": "wrong-environment",
+          "CREDENTIALS_DIRECTORY": wrongCredentials.path,
+        ]
+      ),
+      (
+        "environment", [],
+        ["BROWSERDROP_SMB_PASSWORD": "s3cret", "CREDENTIALS_DIRECTORY": wrongCredentials.path]
+      ),
+      ("credential", [], ["CREDENTIALS_DIRECTORY": credentials.path]),
+    ]
+    let file = try folder.makeFile("src/a.txt", size: 1000)
+    for source in sources {
+      // The plain display, which names the destination in its lines.
+      let command = try CommandProcess(
+        [
+          "--port", "0", "--bind", "127.0.0.1", "--staging", folder.path("staging").path,
+          "--to", destination, "--batch-folder", source.name,
+        ] + source.arguments, environment: source.environment)
+      defer { Task { await command.stop() } }
+      let port = try await OneShotTests.plainPort(command)
+      #expect(try await Uploader.upload(file, as: "a.txt", port: port) == 201)
+      command.send(SIGINT)
+      #expect(try await command.waitForExit(timeout: 90) == 0, "\(source.name)")
+      let everything = command.outputLines.joined(separator: "\n") + command.errorText
+      #expect(
+        everything.contains("Forwarded 1 file (1000 B) to \(destination)/\(source.name)"),
+        "\(source.name): \(everything)")
+      for secret in ["s3cret", "wrong-environment", "wrong-credential"] {
+        #expect(!everything.contains(secret), "\(source.name) printed a password")
+      }
+      let share = server.base.appending(path: "shares/private/\(subfolder)/\(source.name)")
+      #expect(TemporaryFolder.files(in: share) == ["a.txt"], "\(source.name)")
+    }
+  }
+
   // MARK: - Helpers
 
   /// Checks `share` holds exactly `batch 1/<name>` for each source, byte-identical (SHA-256),

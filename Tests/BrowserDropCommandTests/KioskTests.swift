@@ -57,6 +57,26 @@ struct KioskTests {
     #expect(Self.journal(folder).isEmpty)
   }
 
+  @Test("Without --batch-folder each batch lands in a folder named \"{date} {time}\"")
+  func defaultBatchFolder() async throws {
+    let folder = try TemporaryFolder()
+    let command = try CommandProcess([
+      "--kiosk", "--json", "--port", "0", "--bind", "127.0.0.1", "--quiet-period", "0.3",
+      "--staging", folder.path("staging").path, "--to", folder.path("dest").path,
+    ])
+    defer { Task { await command.stop() } }
+    let port = try await command.listeningPort()
+    let file = try folder.makeFile("a.txt", size: 10)
+    #expect(try await Uploader.upload(file, as: "a.txt", port: port) == 201)
+    let closed = try await command.waitForEvent("batchClosed")
+    try await command.waitForEvent("forwarded")
+    command.send(SIGTERM)
+    #expect(try await command.waitForExit() == 0)
+    let name = try #require(closed.string("batch"))
+    #expect(name.wholeMatch(of: /\d{4}-\d{2}-\d{2} \d{2}\.\d{2}\.\d{2}/) != nil, "\(name)")
+    #expect(TemporaryFolder.files(in: folder.path("dest")) == [name + "/a.txt"])
+  }
+
   @Test("A batch stays open while an upload is in flight")
   func inFlightKeepsTheBatchOpen() async throws {
     let folder = try TemporaryFolder()
@@ -189,6 +209,12 @@ struct KioskTests {
     try await command.waitForEvent("retrying")
     // Still taking drops while the destination is down.
     #expect(try await Uploader.upload(file, as: "g.bin", port: serverPort) == 201)
+    // Each failed try prints its reason again, and the pause doubles: 2 s, 4 s, 8 s…
+    let retries = try await command.waitForEvents("retrying", count: 3)
+    #expect(retries.prefix(3).map { $0.int("seconds") } == [2, 4, 8])
+    let failures = command.events.filter { $0.event == "forwardFailed" }
+    #expect(failures.count >= 3)
+    #expect(failures.allSatisfy { $0.string("message")?.contains("127.0.0.1") == true })
     command.send(SIGTERM)
     #expect(try await command.waitForExit() == 0)
     let stopped = try #require(command.events.last)

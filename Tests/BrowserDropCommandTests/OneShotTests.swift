@@ -32,6 +32,13 @@ struct OneShotTests {
     let names = events.compactMap(\.event)
     #expect(names.first == "listening")
     #expect(
+      events.first?["addresses"] as? [[String: String]] == [
+        ["url": "http://127.0.0.1:\(port)/", "kind": "other", "interface": "lo"]
+      ])
+    let started = events.filter { $0.event == "uploadStarted" }
+    #expect(started.map { $0.string("path") } == ["Album/a.bin", "b.txt"])
+    #expect(started.map { $0.int("size") } == [300_000, 1_000])
+    #expect(
       names.filter { !["forwardProgress"].contains($0) } == [
         "listening", "uploadStarted", "uploadFinished", "uploadStarted", "uploadFinished",
         "finishing", "forwardStarted", "forwarded",
@@ -55,6 +62,94 @@ struct OneShotTests {
     // The session's staging folder is gone after a successful forward.
     let left = try FileManager.default.contentsOfDirectory(atPath: folder.path("staging").path)
     #expect(left.filter { !$0.hasPrefix(".browserdrop") }.isEmpty, "\(left)")
+  }
+
+  @Test("Finishing drops an upload still in flight (uploadFailed) and forwards the rest")
+  func inFlightIsDropped() async throws {
+    let folder = try TemporaryFolder()
+    let dest = folder.path("dest")
+    let command = try Self.start(folder, ["--to", dest.path])
+    defer { Task { await command.stop() } }
+    let port = try await command.listeningPort()
+    let done = try folder.makeFile("done.txt", size: 100)
+    #expect(try await Uploader.upload(done, as: "done.txt", port: port) == 201)
+    // Half of a body, fed by the test: in flight for as long as the test wants.
+    let upload = try Uploader.startFed(as: "half.bin", size: 200_000, port: port)
+    defer { upload.signal(SIGKILL) }
+    #expect(upload.write(Data(repeating: 7, count: 100_000)))
+    try await command.waitForEvent("uploadStarted") { $0.string("path") == "half.bin" }
+    command.send(SIGINT)
+    #expect(try await command.waitForExit() == 0)
+
+    let events = command.events
+    let failed = try #require(events.first { $0.event == "uploadFailed" })
+    #expect(failed.string("path") == "half.bin")
+    #expect(failed.string("reason")?.isEmpty == false, "\(failed)")
+    let names = events.compactMap(\.event).filter { $0 != "forwardProgress" }
+    #expect(
+      names == [
+        "listening", "uploadStarted", "uploadFinished", "uploadStarted", "finishing",
+        "uploadFailed", "forwardStarted", "forwarded",
+      ])
+    #expect(events.last?.int("files") == 1)
+    #expect(TemporaryFolder.files(in: dest) == ["done.txt"])
+  }
+
+  @Test("At start, leftovers of crashed sessions are removed; the kiosk outbox is left alone")
+  func leftoversRemovedButNotTheOutbox() async throws {
+    let folder = try TemporaryFolder()
+    let staging = folder.path("staging")
+    // What a crashed session leaves (its folder and a partial upload's hidden folder), next to
+    // a kiosk's outbox with a batch waiting and a kept folder of an earlier run.
+    try folder.makeFile("staging/session-1700000000-ab12/photo.jpg", size: 10)
+    try folder.makeFile("staging/.session-1700000000-ab12.incoming/part", size: 10)
+    try folder.makeFile("staging/outbox/3/report.pdf", size: 10)
+    try Data(#"{"number":3,"folderName":"batch 3","source":"session-x"}"#.utf8).write(
+      to: try folder.makeFile("staging/outbox/journal/3.json", size: 0))
+    try folder.makeFile("staging/received 2025-03-14 09.26.53/kept.txt", size: 10)
+    let command = try Self.start(folder, ["--to", folder.path("dest").path])
+    defer { Task { await command.stop() } }
+    _ = try await command.listeningPort()
+    let left = try FileManager.default.contentsOfDirectory(atPath: staging.path)
+      .filter { !$0.hasPrefix(".browserdrop") }
+    // The new session's own folder is there too; nothing of the crashed one.
+    #expect(!left.contains("session-1700000000-ab12"), "\(left)")
+    #expect(!left.contains(".session-1700000000-ab12.incoming"), "\(left)")
+    #expect(left.contains("outbox") && left.contains("received 2025-03-14 09.26.53"), "\(left)")
+    #expect(
+      TemporaryFolder.files(in: staging.appending(path: "outbox")) == [
+        "3/report.pdf", "journal/3.json",
+      ])
+    command.send(SIGINT)
+    #expect(try await command.waitForExit() == 0)
+    #expect(TemporaryFolder.files(in: staging.appending(path: "outbox")).count == 2)
+  }
+
+  @Test("Folders merge at the destination; each file inside is de-duplicated on its own")
+  func foldersMerge() async throws {
+    let folder = try TemporaryFolder()
+    let dest = folder.path("dest")
+    let keep = try folder.makeFile("dest/Album/old.jpg", size: 10, seed: 1)
+    let taken = try folder.makeFile("dest/Album/a.jpg", size: 10, seed: 2)
+    let takenData = try Data(contentsOf: taken)
+    let command = try Self.start(folder, ["--to", dest.path])
+    defer { Task { await command.stop() } }
+    let port = try await command.listeningPort()
+    let a = try folder.makeFile("src/a.jpg", size: 20, seed: 3)
+    let b = try folder.makeFile("src/b.jpg", size: 30, seed: 4)
+    #expect(try await Uploader.upload(a, as: "Album/a.jpg", port: port) == 201)
+    #expect(try await Uploader.upload(b, as: "Album/Inner/b.jpg", port: port) == 201)
+    command.send(SIGINT)
+    #expect(try await command.waitForExit() == 0)
+    #expect(
+      TemporaryFolder.files(in: dest) == [
+        "Album/Inner/b.jpg", "Album/a 2.jpg", "Album/a.jpg", "Album/old.jpg",
+      ])
+    #expect(try Data(contentsOf: keep).count == 10)
+    #expect(try Data(contentsOf: taken) == takenData)
+    #expect(try Data(contentsOf: dest.appending(path: "Album/a 2.jpg")) == Data(contentsOf: a))
+    let renamed = try #require(command.events.last?["renamed"] as? [[String: String]])
+    #expect(renamed == [["from": "Album/a.jpg", "to": "Album/a 2.jpg"]])
   }
 
   @Test("Enter finishes the session")
@@ -237,6 +332,62 @@ struct OneShotTests {
     #expect(TemporaryFolder.files(in: URL(filePath: staging)) == ["doc.txt"])
   }
 
+  @Test("Without --json a forwarding failure prints the reason and where the files are")
+  func forwardingFailurePlain() async throws {
+    let folder = try TemporaryFolder()
+    let smbPort = try FreePort.closed()
+    let command = try CommandProcess([
+      "--port", "0", "--bind", "127.0.0.1", "--staging", folder.path("staging").path, "--to",
+      "smb://127.0.0.1:\(smbPort)/share",
+    ])
+    defer { Task { await command.stop() } }
+    let port = try await Self.plainPort(command)
+    let file = try folder.makeFile("doc.txt", size: 500)
+    #expect(try await Uploader.upload(file, as: "doc.txt", port: port) == 201)
+    command.send(SIGINT)
+    #expect(try await command.waitForExit(timeout: 90) == 1)
+    let lines = command.outputLines
+    let reason = try #require(lines.first { $0.hasPrefix("Forwarding failed: ") })
+    #expect(reason.contains("127.0.0.1"), "\(reason)")
+    let kept = try #require(lines.last)
+    #expect(kept.hasPrefix("The files are kept in /"), "\(lines)")
+    let path = String(kept.dropFirst("The files are kept in ".count))
+    #expect(TemporaryFolder.files(in: URL(filePath: path)) == ["doc.txt"])
+  }
+
+  @Test("Without --json a second SIGINT prints where the files are kept and exits 130")
+  func secondInterruptPlain() async throws {
+    let folder = try TemporaryFolder()
+    let listener = try FreePort.silentListener()
+    defer { close(listener.descriptor) }
+    let command = try CommandProcess([
+      "--port", "0", "--bind", "127.0.0.1", "--staging", folder.path("staging").path, "--to",
+      "smb://127.0.0.1:\(listener.port)/share",
+    ])
+    defer { Task { await command.stop() } }
+    let port = try await Self.plainPort(command)
+    let file = try folder.makeFile("big.bin", size: 2_000)
+    #expect(try await Uploader.upload(file, as: "big.bin", port: port) == 201)
+    command.send(SIGINT)
+    try await command.waitForLine(containing: "Forwarding to smb://127.0.0.1")
+    command.send(SIGINT)
+    #expect(try await command.waitForExit(timeout: 60) == 130)
+    let lines = command.outputLines
+    #expect(lines.suffix(2).first == "Stopped forwarding.", "\(lines)")
+    let kept = try #require(lines.last)
+    #expect(kept.hasPrefix("The files are kept in /"), "\(lines)")
+    let path = String(kept.dropFirst("The files are kept in ".count))
+    #expect(TemporaryFolder.files(in: URL(filePath: path)) == ["big.bin"])
+  }
+
+  /// The port from the plain display's address line (`  http://127.0.0.1:PORT/  (other, lo)`).
+  static func plainPort(_ command: CommandProcess) async throws -> Int {
+    let line = try await command.waitForLine(containing: "http://127.0.0.1:")
+    #expect(line.hasSuffix("(other, lo)"), "\(line)")
+    let url = try #require(line.split(separator: " ").first { $0.hasPrefix("http://") })
+    return try #require(URL(string: String(url))?.port)
+  }
+
   @Test("A second SIGINT while forwarding stops it, keeps the staged folder and exits 130")
   func secondInterrupt() async throws {
     let folder = try TemporaryFolder()
@@ -261,23 +412,30 @@ struct OneShotTests {
   @Test("Names are escaped before they reach a terminal or a log")
   func escaping() async throws {
     let folder = try TemporaryFolder()
+    let dest = folder.path("dest")
+    // The server refuses control characters and bidirectional overrides in paths; a line
+    // separator gets through and must not break the log's lines. A file of that name is at the
+    // destination already, so the rename line names it twice.
+    let hostile = "evil\u{2028}name.txt"
+    try folder.makeFile("dest/" + hostile, size: 3)
     let command = try CommandProcess([
-      "--port", "0", "--bind", "127.0.0.1", "--staging", folder.path("staging").path,
+      "--port", "0", "--bind", "127.0.0.1", "--staging", folder.path("staging").path, "--to",
+      dest.path,
     ])
     defer { Task { await command.stop() } }
-    let line = try await command.waitForLine(containing: "http://127.0.0.1:")
-    let port = try #require(
-      line.split(separator: ":").dropFirst(2).first.flatMap { Int($0.prefix { $0.isNumber }) })
+    let port = try await Self.plainPort(command)
     let file = try folder.makeFile("x", size: 5)
-    // The server refuses control characters and bidirectional overrides in paths; a line
-    // separator gets through and must not break the log's lines.
-    #expect(try await Uploader.upload(file, as: "evil\u{2028}name.txt", port: port) == 201)
+    #expect(try await Uploader.upload(file, as: hostile, port: port) == 201)
     try await command.waitForLine(containing: "Received evil")
     command.send(SIGINT)
     #expect(try await command.waitForExit() == 0)
     let output = command.outputLines.joined(separator: "\n")
-    #expect(!output.contains("\u{2028}"))
-    #expect(output.contains("Received evil\\u{2028}name.txt"))
+    #expect(!output.unicodeScalars.contains { $0.value == 0x2028 || $0.value == 0x1B })
+    #expect(output.contains("Receiving evil\\u{2028}name.txt (5 B)"), "\(output)")
+    #expect(output.contains("Received evil\\u{2028}name.txt (5 B"), "\(output)")
+    #expect(
+      output.contains("  evil\\u{2028}name.txt arrived as evil\\u{2028}name 2.txt"), "\(output)")
+    #expect(TemporaryFolder.files(in: dest) == [hostile, "evil\u{2028}name 2.txt"].sorted())
   }
 }
 

@@ -84,6 +84,11 @@ struct TerminalTests {
     let url = try #require(
       screen.split(separator: " ").first { $0.hasPrefix("http://127.0.0.1:") })
     let port = try #require(URL(string: String(url))?.port)
+    // What a phone camera would see: the half blocks read back as modules and decoded by zbar.
+    let scanLine = try #require(
+      screen.split(separator: "\n").first { $0.hasPrefix("Scan to open ") })
+    #expect(try await QRScan.decode(screen) == String(scanLine.dropFirst("Scan to open ".count)))
+    #expect(scanLine.hasSuffix(String(url)))
 
     let file = try folder.makeFile("movie.mov", size: 3_000_000)
     let upload = try Uploader.start(file, as: "Holiday/movie.mov", port: port, rate: "300K")
@@ -98,10 +103,31 @@ struct TerminalTests {
     _ = try await tmux.waitForScreen("the finished line") {
       $0.contains("✓ Received Holiday/movie.mov")
     }
+    // A name with a line separator (the server refuses the C0 and C1 controls) shows escaped.
+    let small = try folder.makeFile("note.txt", size: 5)
+    #expect(try await Uploader.upload(small, as: "evil\u{2028}name.txt", port: port) == 201)
+    let escaped = try await tmux.waitForScreen("the escaped name") {
+      $0.contains("✓ Received evil\\u{2028}name.txt")
+    }
+    #expect(!escaped.unicodeScalars.contains { $0.value == 0x2028 })
+    #expect(escaped.contains("2 files received"), "\(escaped)")
+    // An upload cut off half-way scrolls up as failed and is counted in the summary.
+    let cut = try Uploader.startFed(as: "cut.bin", size: 100_000, port: port)
+    defer { cut.signal(SIGKILL) }
+    #expect(cut.write(Data(repeating: 1, count: 10_000)))
+    _ = try await tmux.waitForScreen("the cut upload in flight") { $0.contains("1 in flight") }
+    cut.signal(SIGKILL)
+    let failed = try await tmux.waitForScreen("the failed line") {
+      $0.contains("✗ Failed cut.bin: The connection was lost before the whole file arrived.")
+    }
+    #expect(failed.contains("2 files received (2.9 MiB) · 1 failed"), "\(failed)")
     try await tmux.run(["send-keys", "-t", "drop", "Enter"])
-    let done = try await tmux.waitForScreen("the summary") { $0.contains("Forwarded 1 file") }
-    #expect(done.contains("Forwarded 1 file (2.9 MiB)"))
-    #expect(TemporaryFolder.files(in: folder.path("dest")) == ["Holiday/movie.mov"])
+    let done = try await tmux.waitForScreen("the summary") { $0.contains("Forwarded 2 files") }
+    #expect(done.contains("Forwarded 2 files (2.9 MiB)"))
+    #expect(
+      TemporaryFolder.files(in: folder.path("dest")) == [
+        "Holiday/movie.mov", "evil\u{2028}name.txt",
+      ])
   }
 
   @Test("--no-qr leaves the QR code out")
@@ -120,5 +146,50 @@ struct TerminalTests {
     #expect(!screen.contains("▀") && !screen.contains("▄"))
     try await tmux.run(["send-keys", "-t", "drop", "Enter"])
     _ = try await tmux.waitForScreen("the end") { $0.contains("Nothing arrived.") }
+  }
+}
+
+/// Reads a QR code drawn in half blocks back from a screen capture and decodes it with zbarimg
+/// (Debian's zbar-tools), as a phone camera would.
+enum QRScan {
+  /// The text of the first QR code on `screen`, or `nil` when zbar finds none.
+  static func decode(_ screen: String) async throws -> String? {
+    let lines = screen.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+    let isCode = { (line: String) in line.contains { "█▀▄".contains($0) } }
+    guard let first = lines.firstIndex(where: isCode) else { return nil }
+    let code = lines[first...].prefix(while: isCode)
+    // Each character is two modules, one above the other; tmux drops trailing spaces (light).
+    let width = code.map(\.count).max() ?? 0
+    var modules: [[Bool]] = []
+    for line in code {
+      let cells = Array(line) + Array(repeating: " ", count: width - line.count)
+      modules.append(cells.map { $0 == "█" || $0 == "▀" })
+      modules.append(cells.map { $0 == "█" || $0 == "▄" })
+    }
+    // A portable bitmap, 4 pixels a module, with a quiet zone of 4 modules all round.
+    let scale = 4
+    let quiet = 4
+    let side = (width + 2 * quiet) * scale
+    let height = (modules.count + 2 * quiet) * scale
+    var pbm = "P1\n\(side) \(height)\n"
+    for y in 0..<height {
+      let row = y / scale - quiet
+      var pixels = ""
+      for x in 0..<side {
+        let column = x / scale - quiet
+        let dark =
+          row >= 0 && row < modules.count && column >= 0 && column < width
+          && modules[row][column]
+        pixels += dark ? "1 " : "0 "
+      }
+      pbm += pixels + "\n"
+    }
+    let file = FileManager.default.temporaryDirectory.appending(path: "qr-\(UUID()).pbm")
+    try Data(pbm.utf8).write(to: file)
+    defer { try? FileManager.default.removeItem(at: file) }
+    let (termination, output) = try await ChildProcess.run(
+      "/usr/bin/zbarimg", ["-q", "--raw", file.path], error: .inherit, timeout: .seconds(30))
+    guard termination == .exited(0) else { return nil }
+    return String(decoding: output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
   }
 }

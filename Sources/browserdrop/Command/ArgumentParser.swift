@@ -200,8 +200,13 @@ struct ArgumentParser {
         destinationText, passwordFile: options.smbPasswordFile, environment: environment)
     }
     if options.smbPasswordFile != nil {
-      guard case .smb = options.destination else {
+      guard case .smb(_, let credentials) = options.destination else {
         throw UsageError("--smb-password-file needs an smb:// destination in --to.")
+      }
+      // A guest address signs in without a password: a file given for it would be ignored.
+      guard credentials != nil else {
+        throw UsageError(
+          "--smb-password-file needs a user in the --to address, as in smb://user@host/share.")
       }
     }
     if options.kiosk, options.destination == nil {

@@ -15,11 +15,19 @@ enum DestinationChoice: Sendable {
   ) throws(UsageError) -> DestinationChoice {
     guard !text.isEmpty else { throw .badValue("--to", text, "a folder or an smb:// address") }
     let lowered = text.lowercased()
+    // Error messages show the address with any password in it masked.
+    let shown = hidingPassword(text)
     if lowered.hasPrefix("smb://") {
+      if shown != text {
+        throw .badValue(
+          "--to", shown,
+          "a password never goes in the address; give it in BROWSERDROP_SMB_PASSWORD, "
+            + "a file named by --smb-password-file, or the systemd credential smb-password")
+      }
       let probe: SMBDestination
       do { probe = try SMBDestination(text) } catch {
         throw .badValue(
-          "--to", text, "an SMB address looks like smb://[user@]host[:port]/share[/path]")
+          "--to", shown, "an SMB address looks like smb://[user@]host[:port]/share[/path]")
       }
       if !probe.credentials.isGuest {
         let password = try readPassword(file: passwordFile, environment: environment) ?? ""
@@ -31,14 +39,14 @@ enum DestinationChoice: Sendable {
     }
     if lowered.hasPrefix("file://") {
       guard let url = URL(string: text), url.isFileURL else {
-        throw .badValue("--to", text, "a folder path or an smb:// address")
+        throw .badValue("--to", shown, "a folder path or an smb:// address")
       }
       return .local(url.standardizedFileURL)
     }
     if let scheme = lowered.split(separator: ":", maxSplits: 1).first, lowered.contains("://"),
       scheme.allSatisfy({ $0.isLetter })
     {
-      throw .badValue("--to", text, "only local folders and smb:// addresses are supported")
+      throw .badValue("--to", shown, "only local folders and smb:// addresses are supported")
     }
     let expanded = PathText.expandingTilde(text)
     return .local(URL(filePath: expanded, directoryHint: .isDirectory).standardizedFileURL)
@@ -75,10 +83,11 @@ enum DestinationChoice: Sendable {
     throws(UsageError) -> String?
   {
     if let file {
-      guard let data = FileManager.default.contents(atPath: file),
-        let text = String(data: data, encoding: .utf8)
-      else {
+      guard let data = FileManager.default.contents(atPath: file) else {
         throw .badValue("--smb-password-file", file, "the file can't be read")
+      }
+      guard let text = String(data: data, encoding: .utf8) else {
+        throw .badValue("--smb-password-file", file, "the file must hold UTF-8 text")
       }
       return trimmingOneNewline(text)
     }
@@ -94,6 +103,20 @@ enum DestinationChoice: Sendable {
       }
     }
     return nil
+  }
+
+  /// `text` with the password of a `scheme://user:password@host…` address replaced by `…`;
+  /// anything else unchanged.
+  static func hidingPassword(_ text: String) -> String {
+    guard let scheme = text.firstRange(of: "://") else { return text }
+    let authorityEnd = text[scheme.upperBound...].firstIndex { "/?#".contains($0) } ?? text.endIndex
+    let authority = text[scheme.upperBound..<authorityEnd]
+    guard let at = authority.lastIndex(of: "@"),
+      let colon = authority[..<at].firstIndex(of: ":")
+    else { return text }
+    var result = text
+    result.replaceSubrange(text.index(after: colon)..<at, with: "…")
+    return result
   }
 
   private static func trimmingOneNewline(_ text: String) -> String {

@@ -68,8 +68,10 @@ enum HelpText {
       --json                  One JSON object per line on standard output instead of the
                               terminal display; the type is under "event": listening,
                               uploadStarted, uploadFinished, uploadFailed, addressesChanged,
-                              interrupted, finishing, batchClosed, forwardProgress, forwarded,
-                              forwardFailed, retrying, kept, stopped.
+                              interrupted, finishing, nothingArrived, batchClosed,
+                              forwardStarted, forwardProgress, forwarded, forwardFailed,
+                              retrying, kept, stopped, notice. Their fields are listed in
+                              share/doc/browserdrop/command.md under the install prefix.
       --no-qr                 Don't draw the QR code of the first address.
 
     GENERAL:
@@ -85,7 +87,9 @@ enum HelpText {
       Never on the command line. When the address names a user, the password is read from
       --smb-password-file FILE, else the BROWSERDROP_SMB_PASSWORD environment variable, else
       the systemd credential "smb-password" ($CREDENTIALS_DIRECTORY/smb-password, see
-      LoadCredential=). Without a user in the address, guest access is used.
+      LoadCredential=). Without a user in the address, guest access is used. An address
+      with a password in it (smb://user:password@host/…) is refused, and the password is
+      never printed.
 
     EXIT STATUS:
       0  finished (and forwarded, when --to was given)

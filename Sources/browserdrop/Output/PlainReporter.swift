@@ -30,7 +30,10 @@ enum ReportText {
     case .nothingArrived:
       return ["Nothing arrived."]
     case .batchClosed(let name, let files, let bytes):
-      return ["Batch \(name) closed: \(count(files, "file")) (\(ByteSize.format(bytes)))."]
+      return [
+        "Batch \(TerminalText.escaped(name)) closed: \(count(files, "file")) "
+          + "(\(ByteSize.format(bytes)))."
+      ]
     case .forwardStarted(let destination):
       return ["Forwarding to \(TerminalText.escaped(destination))…"]
     case .forwardProgress:

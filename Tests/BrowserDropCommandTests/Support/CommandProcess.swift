@@ -34,11 +34,21 @@ final class CommandProcess: Sendable {
   /// The process ID, for signals.
   var pid: Int32 { child.pid }
 
-  /// Starts `browserdrop arguments` with `environment` added to a clean environment.
-  init(_ arguments: [String], environment: [String: String] = [:]) throws {
+  /// Starts `browserdrop arguments` with `environment` added to a clean environment. With a
+  /// `launcher` (a program and its arguments, such as `unshare -n`), that program is started
+  /// with the binary and `arguments` after its own; it must exec the binary in its place.
+  init(
+    _ arguments: [String], environment: [String: String] = [:], launcher: [String] = []
+  ) throws {
     var env = ["PATH": "/usr/bin:/bin", "HOME": NSTemporaryDirectory(), "LANG": "C.UTF-8"]
     env.merge(environment) { $1 }
-    child = try ChildProcess(Self.binary.path, arguments, environment: env, input: .pipe)
+    if let program = launcher.first {
+      child = try ChildProcess(
+        program, Array(launcher.dropFirst()) + [Self.binary.path] + arguments, environment: env,
+        input: .pipe)
+    } else {
+      child = try ChildProcess(Self.binary.path, arguments, environment: env, input: .pipe)
+    }
   }
 
   /// Complete lines written to standard output so far.

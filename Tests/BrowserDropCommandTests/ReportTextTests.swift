@@ -1,0 +1,105 @@
+import BrowserDrop
+import Foundation
+import Testing
+
+@testable import browserdrop
+
+/// What the three displays make of each report, in process: request-controlled text never
+/// reaches a terminal raw, and the JSON form of the events that a test on 127.0.0.1 can't
+/// provoke has the documented keys.
+@Suite("Report text")
+struct ReportTextTests {
+  /// A name with everything a terminal would act on: ESC sequences (clear screen, set title),
+  /// BEL, CR, LF, DEL, a C1 CSI, bidirectional overrides and isolates, line and paragraph
+  /// separators.
+  static let hostile =
+    "a\u{1B}[2J\u{1B}]0;owned\u{7}b\r\nc\u{7F}d\u{9B}31me\u{202E}f\u{2066}g\u{2028}h\u{2029}.txt"
+
+  static func isRaw(_ text: String) -> Bool {
+    text.unicodeScalars.contains(where: TerminalText.isUnsafe)
+  }
+
+  @Test("Control characters, bidirectional overrides and separators become visible escapes")
+  func escaping() {
+    let escaped = TerminalText.escaped(Self.hostile)
+    #expect(!Self.isRaw(escaped))
+    #expect(escaped.hasPrefix("a\\u{1B}[2J\\u{1B}]0;owned\\u{7}b\\u{D}\\u{A}c\\u{7F}d\\u{9B}31m"))
+    #expect(escaped.hasSuffix("e\\u{202E}f\\u{2066}g\\u{2028}h\\u{2029}.txt"))
+    // Ordinary text, accents, CJK and emoji stay as they are.
+    let ordinary = "Fotos/Café 日本 🎉 (1).jpg"
+    #expect(TerminalText.escaped(ordinary) == ordinary)
+  }
+
+  @Test("Every report that carries request text prints it escaped (plain and terminal lines)")
+  func reportsEscapeRequestText() {
+    let upload = Upload(id: 1, relativePath: Self.hostile, size: 10)
+    let file = ReceivedFile(
+      relativePath: Self.hostile, size: 10, url: URL(filePath: "/tmp/x"), receivedAt: Date(),
+      mimeType: "text/plain\u{1B}[31m", kind: .text)
+    let reports: [Report] = [
+      .server(.uploadStarted(upload)),
+      .server(.uploadFinished(file)),
+      .server(.uploadFailed(upload, .connectionLost)),
+      .server(.uploadFailed(upload, .unsupportedType(Self.hostile))),
+      .server(.uploadFailed(upload, .writeFailed(Self.hostile))),
+      .forwardStarted(destination: Self.hostile),
+      .forwardFailed(message: Self.hostile, staging: Self.hostile),
+      .kept(staging: Self.hostile, files: 1, bytes: 10),
+      .stopped(message: Self.hostile, staging: Self.hostile),
+      .notice(Self.hostile),
+      .batchClosed(name: Self.hostile, files: 1, bytes: 10),
+    ]
+    for report in reports {
+      let lines = ReportText.lines(for: report)
+      #expect(!lines.isEmpty, "\(report)")
+      for line in lines {
+        #expect(!Self.isRaw(line), "\(report): \(line.debugDescription)")
+      }
+    }
+    // The live line of an upload in flight on the terminal.
+    var meter = UploadMeter(upload: Upload(id: 2, relativePath: Self.hostile, size: 1000), now: 0)
+    meter.update(receivedBytes: 400, now: 1)
+    let line = meter.line(columns: 200)
+    #expect(!Self.isRaw(line), "\(line.debugDescription)")
+    #expect(line.contains("40%") && line.contains("/s") && line.contains("left"), "\(line)")
+  }
+
+  @Test("JSON lines escape the same characters and still round-trip the exact name")
+  func jsonEscapes() throws {
+    let upload = Upload(id: 1, relativePath: Self.hostile, size: 10)
+    let members = try #require(JSONReporter.members(for: .server(.uploadStarted(upload))))
+    let line = JSONValue.object(members).serialized
+    #expect(!Self.isRaw(line), "\(line.debugDescription)")
+    let object = try #require(
+      try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+    #expect(object["path"] as? String == Self.hostile)
+    #expect(object["event"] as? String == "uploadStarted")
+    #expect(object["size"] as? Int == 10)
+  }
+
+  @Test("addressesChanged: JSON keys, and the plain lines with each address's kind")
+  func addressesChanged() throws {
+    let addresses = [
+      Address(host: "192.168.1.20", port: 8080, kind: .wired, interface: "eth0"),
+      Address(host: "10.42.0.1", port: 8080, kind: .hotspot, interface: "wlan0"),
+    ]
+    let members = try #require(
+      JSONReporter.members(for: .server(.addressesChanged(addresses))))
+    let object = try #require(
+      try JSONSerialization.jsonObject(with: Data(JSONValue.object(members).serialized.utf8))
+        as? [String: Any])
+    #expect(object["event"] as? String == "addressesChanged")
+    let list = try #require(object["addresses"] as? [[String: String]])
+    #expect(
+      list == [
+        ["url": "http://192.168.1.20:8080/", "kind": "wired", "interface": "eth0"],
+        ["url": "http://10.42.0.1:8080/", "kind": "hotspot", "interface": "wlan0"],
+      ])
+    #expect(
+      ReportText.lines(for: .server(.addressesChanged(addresses))) == [
+        "The addresses changed:",
+        "  http://192.168.1.20:8080/  (wired, eth0)",
+        "  http://10.42.0.1:8080/  (hotspot, wlan0)",
+      ])
+  }
+}
