@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Checks the documented install (scripts/install.sh) end to end: installs into a scratch
-# DESTDIR, then copies the installed binary alone into an empty folder and checks that every
+# Checks the documented install (`make install`, which runs scripts/install.sh) end to end:
+# installs into a scratch DESTDIR, then copies the installed binary alone into an empty folder and checks that every
 # shared library it loads belongs to a Debian package, that it serves the upload page it carries
-# on 127.0.0.1, and that SIGINT ends it with status 0. Run by scripts/test.sh.
+# on 127.0.0.1, and that SIGINT ends it with status 0; last, `make uninstall` removes every file
+# it installed. Run by scripts/test.sh.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 scratch=$(mktemp -d /tmp/browserdrop-install.XXXXXX)
@@ -17,8 +18,8 @@ fail() {
   exit 1
 }
 
-DESTDIR="$scratch/pkg" PREFIX=/usr/local "$root/scripts/install.sh" >"$scratch/install.log" 2>&1 \
-  || { cat "$scratch/install.log" >&2; fail "scripts/install.sh failed"; }
+make -C "$root" install DESTDIR="$scratch/pkg" PREFIX=/usr/local >"$scratch/install.log" 2>&1 \
+  || { cat "$scratch/install.log" >&2; fail "make install failed"; }
 installed="$scratch/pkg/usr/local/bin/browserdrop"
 [[ -x "$installed" ]] || fail "no $installed"
 for doc in command.md examples/browserdrop-kiosk.service examples/README.md; do
@@ -72,4 +73,7 @@ status=0
 wait "$pid" || status=$?
 pid=
 ((status == 0)) || fail "SIGINT ended it with status $status"
+make -C "$root" uninstall DESTDIR="$scratch/pkg" PREFIX=/usr/local >/dev/null
+left=$(find "$scratch/pkg" -type f)
+[[ -z "$left" ]] || fail "make uninstall left: $left"
 echo "check-install: the installed binary, alone, loads only Debian's libraries ($count) and serves its page"

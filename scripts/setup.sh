@@ -14,6 +14,8 @@ if [[ "${1:-}" == "--test" ]]; then
   # The command's tests: zbarimg reads the QR code off the terminal, systemd-analyze checks the
   # kiosk unit.
   packages+=(zbar-tools systemd)
+  # `make install`, checked by scripts/check-install.sh.
+  packages+=(make)
 fi
 
 missing=()
