@@ -1,6 +1,8 @@
 /// Something that happened during a session, delivered in order through `BrowserDropServer.events`.
 public enum Event: Sendable, Hashable {
-  /// The body of an upload started to arrive.
+  /// An upload passed every check and the server started receiving its body: the event comes
+  /// as the body is admitted, right before its `100 Continue` (when the client asked for one)
+  /// and its first byte is read.
   case uploadStarted(Upload)
   /// An upload arrived complete and was stored.
   case uploadFinished(ReceivedFile)
