@@ -20,6 +20,15 @@ enum ContentFixtures {
     return file
   }
 
+  /// An MP3 stream: MPEG-1 Layer III frames (128 kbit/s, 44.1 kHz, joint stereo, 417 bytes
+  /// each) of silence, optionally after an empty ID3v2.3 tag.
+  static func mp3(frames: Int = 20, id3: Bool = false) -> [UInt8] {
+    let frame: [UInt8] = [0xFF, 0xFB, 0x90, 0x64] + [UInt8](repeating: 0, count: 417 - 4)
+    var file = id3 ? ascii("ID3") + [3, 0, 0, 0, 0, 0, 0] : []
+    for _ in 0..<frames { file += frame }
+    return file
+  }
+
   /// A valid 16×16 RGB PNG: signature, IHDR, one IDAT (zlib, stored blocks) and IEND, all with
   /// their CRCs.
   static func png(width: Int = 16, height: Int = 16) -> [UInt8] {

@@ -25,6 +25,15 @@ struct ContentSnifferTests {
     #expect(result.executable == nil)
   }
 
+  @Test func mp3IsAudioMPEG() {
+    for id3 in [false, true] {
+      let result = sniffer.sniff(ContentFixtures.mp3(id3: id3))
+      #expect(result.mimeType == "audio/mpeg", "ID3: \(id3)")
+      #expect(result.kind == .audio)
+      #expect(result.executable == nil)
+    }
+  }
+
   @Test func pngIsAnImage() {
     let result = sniffer.sniff(ContentFixtures.png())
     #expect(result.mimeType == "image/png")
