@@ -131,9 +131,10 @@ struct ContentSniffingUploadTests {
     #expect(reasons == [.unsupportedType(message)])
   }
 
-  /// A browser sends the whole body before it reads the answer. After an early refusal the
-  /// server reads and drops the rest of the body, so the 400 still reaches such a client
-  /// instead of a reset connection.
+  /// A client that sends the whole body before it reads the answer (as plain HTTP libraries
+  /// do). After an early refusal the server reads and drops the rest of the body, so the 400
+  /// still reaches such a client instead of a reset connection (checked by mutation: without
+  /// the discard this test fails with a broken pipe).
   @Test func disguisedExecutableSentWholeStillGetsItsAnswer() async throws {
     let session = try await TestSession.start()
     defer { Task { await session.stop() } }

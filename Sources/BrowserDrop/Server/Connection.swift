@@ -140,7 +140,7 @@ struct Connection {
     var refusal: Refusal?
     /// Body bytes the peer has yet to send: a refusal made while the body was arriving is
     /// answered at once, and the rest of the body is then read and thrown away, so that a
-    /// client that sends everything before it reads (as browsers do) still gets the answer.
+    /// client that sends everything before it reads still gets the answer.
     var unreadBody = 0
   }
 
@@ -357,9 +357,11 @@ struct Connection {
   }
 
   /// Sends a refusal made while the body was still arriving, then reads and throws away the
-  /// `unread` body bytes the peer has yet to send (each read bounded by the idle timeout), so
-  /// that a client that reads only after sending (a browser) finds the answer rather than a
-  /// reset connection. A client that reads at once (curl) stops sending and closes earlier.
+  /// `unread` body bytes the peer has yet to send (each read bounded by the idle timeout).
+  /// Closing with unread bytes would reset the connection, and a client that reads only after
+  /// sending everything (a plain HTTP library) would lose the answer. Chromium recovers an
+  /// answer sent before a reset, but not every client does. A client that reads at once (curl)
+  /// stops sending and closes earlier.
   private func refuse(_ refusal: Refusal, thenDiscard unread: Int) async {
     do {
       try await socket.write(Response.refusal(refusal), deadline: ContinuousClock.now + idleTimeout)
