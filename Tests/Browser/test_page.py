@@ -156,6 +156,31 @@ def test_unsupported_types_are_skipped_with_count(start_host, page, tmp_path):
     assert_same_files(sent, host.finish())
 
 
+def test_disguised_executable_is_refused_while_it_streams(start_host, page, tmp_path):
+    """/bin/true followed by 24 MiB, named clip.mp4: the server refuses it once its first 64 KiB
+    are in, while the page is still sending; the page shows why, and does not offer a retry."""
+    host = start_host()
+    src = tmp_path / "src"
+    honest = write_file(src / "notes.txt", text="plain text\n")
+    disguised = src / "clip.mp4"
+    with open("/bin/true", "rb") as elf, open(disguised, "wb") as out:
+        out.write(elf.read())
+        out.write(bytes(24 << 20))
+    page.open(host.url)
+    page.choose_files([honest, disguised])
+    page.wait_settled(2)
+    rows = {r["path"]: r for r in page.rows()}
+    assert rows["notes.txt"]["state"] == "uploaded"
+    assert rows["clip.mp4"]["state"] == "failed"
+    assert rows["clip.mp4"]["reason"] == ENGLISH["unsupported"]
+    assert not page.visible("retry"), "a disguised file cannot be retried"
+    host.wait_count("uploadFinished", 1, timeout=15)
+    failed = host.wait_for("uploadFailed", timeout=15, path="clip.mp4")
+    assert failed["reason"] == "unsupportedType"
+    assert failed["detail"].startswith("This file is an ELF "), failed
+    assert_same_files({"notes.txt": honest}, host.finish())
+
+
 def test_too_large_before_upload(start_host, page, tmp_path):
     host = start_host("--max-file-size", "100000")
     small = write_file(tmp_path / "small.bin", 100_000)

@@ -1,12 +1,15 @@
 import Foundation
+import Glibc
 
 /// Real files of real types, built byte by byte in the tests (no binary fixtures in the repo).
 enum ContentFixtures {
-  /// A 16-bit mono PCM WAV file: RIFF header, `fmt ` chunk and 0.1 s of a 440 Hz tone.
-  static func wav() -> [UInt8] {
+  /// A 16-bit mono PCM WAV file: RIFF header, `fmt ` chunk and `samples` of a 440 Hz tone
+  /// (0.1 s by default).
+  static func wav(samples count: Int = 4_410) -> [UInt8] {
     let sampleRate: UInt32 = 44_100
     var samples: [UInt8] = []
-    for index in 0..<4_410 {
+    samples.reserveCapacity(count * 2)
+    for index in 0..<count {
       let value = Int16(8_000 * sin(2 * Double.pi * 440 * Double(index) / Double(sampleRate)))
       samples += le(UInt16(bitPattern: value))
     }
@@ -14,6 +17,15 @@ enum ContentFixtures {
     file += ascii("fmt ") + le(UInt32(16)) + le(UInt16(1)) + le(UInt16(1))
     file += le(sampleRate) + le(sampleRate * 2) + le(UInt16(2)) + le(UInt16(16))
     file += ascii("data") + le(UInt32(samples.count)) + samples
+    return file
+  }
+
+  /// An MP3 stream: MPEG-1 Layer III frames (128 kbit/s, 44.1 kHz, joint stereo, 417 bytes
+  /// each) of silence, optionally after an empty ID3v2.3 tag.
+  static func mp3(frames: Int = 20, id3: Bool = false) -> [UInt8] {
+    let frame: [UInt8] = [0xFF, 0xFB, 0x90, 0x64] + [UInt8](repeating: 0, count: 417 - 4)
+    var file = id3 ? ascii("ID3") + [3, 0, 0, 0, 0, 0, 0] : []
+    for _ in 0..<frames { file += frame }
     return file
   }
 
@@ -110,10 +122,9 @@ enum ContentFixtures {
     ascii("#!/usr/bin/env python3\nprint('hello')\n")
   }
 
-  /// The first 64 KiB (or all) of `/bin/true`: a real ELF executable of this machine.
+  /// A copy of `/bin/true`: a real ELF executable of this machine.
   static func elf() throws -> [UInt8] {
-    let data = try Data(contentsOf: URL(filePath: "/bin/true"))
-    return Array(data.prefix(64 * 1024))
+    try [UInt8](Data(contentsOf: URL(filePath: "/bin/true")))
   }
 
   /// A PE32+ (x86-64) Windows console program's headers: DOS header with `e_lfanew`, DOS stub,
@@ -261,5 +272,22 @@ struct SeededGenerator: RandomNumberGenerator {
       }
     }
     return out
+  }
+}
+
+/// Runs CPU-heavy test work on a thread of its own at idle priority (`SCHED_IDLE`), so it never
+/// holds one of the cooperative pool's threads (two on these machines) and never delays the
+/// timing of servers under test in other suites running at the same time.
+func offTheCooperativePool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+  await withCheckedContinuation { continuation in
+    let thread = Thread {
+      // SCHED_IDLE (5 in <sched.h>) is behind _GNU_SOURCE, which Glibc's module does not set.
+      let schedIdle: Int32 = 5
+      var parameters = sched_param()
+      let status = pthread_setschedparam(pthread_self(), schedIdle, &parameters)
+      assert(status == 0, "pthread_setschedparam(SCHED_IDLE) failed with \(status)")
+      continuation.resume(returning: body())
+    }
+    thread.start()
   }
 }

@@ -25,6 +25,15 @@ struct ContentSnifferTests {
     #expect(result.executable == nil)
   }
 
+  @Test func mp3IsAudioMPEG() {
+    for id3 in [false, true] {
+      let result = sniffer.sniff(ContentFixtures.mp3(id3: id3))
+      #expect(result.mimeType == "audio/mpeg", "ID3: \(id3)")
+      #expect(result.kind == .audio)
+      #expect(result.executable == nil)
+    }
+  }
+
   @Test func pngIsAnImage() {
     let result = sniffer.sniff(ContentFixtures.png())
     #expect(result.mimeType == "image/png")
@@ -319,9 +328,12 @@ struct ContentSnifferTests {
   // MARK: Random bodies
 
   /// libmagic calls about 1% of random byte strings a DOS executable from their first byte;
-  /// none of them may be refused, and none is reported as an executable.
+  /// none of them may be refused, and none is reported as an executable. Each verdict comes from
+  /// the server's own decision under the default policy (`ContentInspector.finding`, what every
+  /// upload goes through).
   @Test func randomBodiesAreNeverRefused() async {
     let sniffer = self.sniffer
+    let inspector = ContentInspector(policy: .rejectDisguised, sniffer: sniffer)
     let count = 6_000
     let tally = await offTheCooperativePool { () -> RandomBodyTally in
       var generator = SeededGenerator(seed: 0x5EED_B0D1)
@@ -351,9 +363,10 @@ struct ContentSnifferTests {
         if let executable = sniffed.executable {
           tally.executables.append("body \(index): \(executable)")
         }
-        for name in ["song.mp3", "report.pdf", "notes.txt"] {
-          if let refusal = ContentPolicy.rejectDisguised.refusal(for: sniffed, fileName: name) {
-            tally.refused.append("body \(index): \(refusal.message)")
+        for fileExtension in ["mp3", "pdf", "txt", "jpg", "docx", ""] {
+          let finding = inspector.finding(for: sniffed, fileExtension: fileExtension)
+          if let refusal = finding.refusal {
+            tally.refused.append("body \(index) as .\(fileExtension): \(refusal)")
           }
         }
       }
@@ -368,6 +381,24 @@ struct ContentSnifferTests {
         + "\(tally.dosexecMZ) MZ, \(tally.dosexecScript) #!/ bodies; executable guesses "
         + "discarded: \(tally.discardedGuesses); refused: \(tally.refused.count)")
     #expect(tally.dosexecPlain > 0, "the weak guess this test guards against should occur")
+  }
+
+  /// The decision the random bodies above go through is the one an upload's prefix gets.
+  @Test func inspectorDecidesFromTheSniffedPrefix() throws {
+    let inspector = ContentInspector(policy: .rejectDisguised, sniffer: sniffer)
+    let elf = try ContentFixtures.elf()
+    let found = elf.withUnsafeBytes { inspector.finding(forPrefix: $0, fileExtension: "mp3") }
+    #expect(found == inspector.finding(for: sniffer.sniff(elf), fileExtension: "mp3"))
+    #expect(found.refusal?.hasPrefix("This file is an ELF ") == true)
+    #expect(found.kind == .other && found.mimeType?.hasPrefix("application/x-") == true)
+    let png = ContentFixtures.png()
+    let image = png.withUnsafeBytes { inspector.finding(forPrefix: $0, fileExtension: "mp3") }
+    #expect(image == ContentInspector.Finding(mimeType: "image/png", kind: .image, refusal: nil))
+    let off = ContentInspector(policy: .off, sniffer: sniffer)
+    #expect(!off.sniffs)
+    #expect(
+      elf.withUnsafeBytes { off.finding(forPrefix: $0, fileExtension: "mp3") }
+        == ContentInspector.Finding(mimeType: nil, kind: .other, refusal: nil))
   }
 
   private struct RandomBodyTally: Sendable {
@@ -488,6 +519,43 @@ struct ContentSnifferTests {
     }
   }
 
+  /// Every session of the process shares one sniffer: the database is loaded once.
+  @Test func theDatabaseIsLoadedOncePerProcess() async throws {
+    let first = try await ContentInspector.load(policy: .rejectDisguised)
+    let second = try await ContentInspector.load(policy: .strict(allowedTypes: ["audio/*"]))
+    let firstSniffer = try #require(first.sniffer)
+    #expect(second.sniffer === firstSniffer)
+    #expect(try await ContentInspector.load(policy: .off).sniffer == nil)
+  }
+
+  @Test func theDefaultPolicyRejectsDisguisedFiles() {
+    #expect(BrowserDropServer.Configuration().contentPolicy == .rejectDisguised)
+  }
+
+  /// `ContentInspector.inspect` asserts that it runs on the blocking pool; the check itself.
+  @Test func theBlockingPoolKnowsItsThreads() async {
+    #expect(await BlockingPool.shared.run { BlockingPool.shared.runsCurrentThread })
+    #expect(!BlockingPool.shared.runsCurrentThread)
+    let onTheReactor = await Task(executorPreference: Reactor.shared) {
+      BlockingPool.shared.runsCurrentThread
+    }.value
+    #expect(!onTheReactor)
+    #expect(await offTheCooperativePool { !BlockingPool.shared.runsCurrentThread })
+  }
+
+  /// A start-up error names where libmagic looked for the system database, and `$MAGIC` when it
+  /// was set, so the fix is obvious.
+  @Test func theSystemDatabaseIsNamedWithItsPath() {
+    let name = ContentSniffer.name(ofDatabase: nil)
+    #expect(name.hasPrefix("the system magic database ("))
+    if let magic = getenv("MAGIC") {
+      #expect(name.contains(String(cString: magic)) && name.contains("MAGIC environment"))
+    } else {
+      #expect(name.contains("/usr/share/misc/magic") || name.contains("/etc/magic"))
+    }
+    #expect(ContentSniffer.name(ofDatabase: "/x/y.mgc") == "/x/y.mgc")
+  }
+
   // MARK: Concurrency and speed
 
   @Test func concurrentSniffsAgree() async throws {
@@ -525,22 +593,5 @@ struct ContentSnifferTests {
       return mismatches.load(ordering: .relaxed)
     }
     #expect(mismatches == 0)
-  }
-}
-
-/// Runs CPU-heavy test work on a thread of its own at idle priority (`SCHED_IDLE`), so it never
-/// holds one of the cooperative pool's threads (two on these machines) and never delays the
-/// timing of servers under test in other suites running at the same time.
-private func offTheCooperativePool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
-  await withCheckedContinuation { continuation in
-    let thread = Thread {
-      // SCHED_IDLE (5 in <sched.h>) is behind _GNU_SOURCE, which Glibc's module does not set.
-      let schedIdle: Int32 = 5
-      var parameters = sched_param()
-      let status = pthread_setschedparam(pthread_self(), schedIdle, &parameters)
-      assert(status == 0, "pthread_setschedparam(SCHED_IDLE) failed with \(status)")
-      continuation.resume(returning: body())
-    }
-    thread.start()
   }
 }

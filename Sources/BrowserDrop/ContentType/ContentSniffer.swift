@@ -64,9 +64,18 @@ final class ContentSniffer: Sendable {
     let probe = Self.pngProbe.withUnsafeBytes { handles[0].identify($0) }
     guard probe?.hasPrefix("image/png") == true else {
       throw .contentDatabaseUnavailable(
-        "\(databasePath ?? "the system magic database") loaded but does not recognise a PNG "
+        "\(Self.name(ofDatabase: databasePath)) loaded but does not recognise a PNG "
           + "image (it answered \(probe ?? "nothing"))")
     }
+  }
+
+  /// How an error names the database: the path given, or the system database with the paths
+  /// libmagic searched (`$MAGIC` when set, which the message then says).
+  static func name(ofDatabase databasePath: String?) -> String {
+    if let databasePath { return databasePath }
+    let searched = magic_getpath(nil, 0).map { String(cString: $0) } ?? "its default path"
+    let fromEnvironment = getenv("MAGIC") != nil ? ", set by the MAGIC environment variable" : ""
+    return "the system magic database (\(searched)\(fromEnvironment))"
   }
 
   /// Sniffs a file's first bytes (up to ``prefixLength``; the whole file when smaller).
@@ -185,8 +194,13 @@ private final class MagicHandle: Sendable {
     if status != 0 {
       var reason = magic_error(cookie).map { String(cString: $0) } ?? "magic_load failed"
       reason = String(reason.reversed().drop(while: { "!. ".contains($0) }).reversed())
+      if let database {
+        // libmagic names a database loaded from memory `buffer'; say which file it was.
+        reason = reason.replacing("`buffer'", with: database.path)
+      }
       magic_close(cookie)
-      throw .contentDatabaseUnavailable("\(databasePath ?? "the system magic database"): \(reason)")
+      throw .contentDatabaseUnavailable(
+        "\(ContentSniffer.name(ofDatabase: databasePath)): \(reason)")
     }
     self.cookie = Mutex(Cookie(pointer: cookie))
     self.database = database
@@ -225,6 +239,8 @@ private final class MagicHandle: Sendable {
 final class MappedDatabase: @unchecked Sendable {
   /// The start of the mapping.
   let base: UnsafeMutableRawPointer
+  /// The compiled database file that is mapped.
+  let path: String
   /// The database's length in bytes.
   let size: Int
 
@@ -250,6 +266,7 @@ final class MappedDatabase: @unchecked Sendable {
     else { return nil }
     self.base = base
     self.size = Int(info.st_size)
+    self.path = path
   }
 
   deinit { munmap(base, size) }

@@ -27,7 +27,8 @@ struct BodyTransfer {
   /// which queues the writes and does not wait for them).
   var writesBehind = false
 
-  /// Moves `count` bytes. Returns `false` when the peer closed first.
+  /// Moves `count` bytes. Returns `false` when the peer closed first; throws
+  /// `CancellationError` when the task is cancelled before the last byte.
   func move(_ count: Int) async throws -> Bool {
     guard count > 0 else { return true }
     if count >= Self.spliceThreshold, let pipe = try? Pipe(capacity: Self.pipeCapacity) {
@@ -50,6 +51,9 @@ struct BodyTransfer {
     var moved = 0
     var handedToDisk = 0
     while moved < count {
+      // A fast sender may never make the loop wait: check here, so that a transfer stopped
+      // midway (a refused upload, a cancelled session) stops at once.
+      try Task.checkCancellation()
       let want = min(count - moved, pipe.capacity)
       let inPipe = try Syscall.nonBlocking("splice") {
         cbd_splice(socket.fd, nil, pipe.write, nil, want, 1)
@@ -118,6 +122,7 @@ struct BodyTransfer {
     defer { buffer.deallocate() }
     var moved = 0
     while moved < count {
+      try Task.checkCancellation()
       let want = min(capacity, count - moved)
       let got = try await socket.read(
         into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<want]),

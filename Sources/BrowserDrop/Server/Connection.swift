@@ -133,7 +133,12 @@ struct Connection {
       try? await socket.write(response, deadline: ContinuousClock.now + idleTimeout)
     case .failure(let failure):
       await server.abandon(ticket, reason: failure.reason)
-      if let refusal = failure.refusal { await refuse(refusal) }
+      guard let refusal = failure.refusal else { return }
+      if failure.unreadBody > 0 {
+        await refuse(refusal, thenDiscard: failure.unreadBody)
+      } else {
+        await refuse(refusal)
+      }
     }
   }
 
@@ -141,10 +146,15 @@ struct Connection {
     var reason: FailureReason
     /// What to answer, when the peer can still hear it.
     var refusal: Refusal?
+    /// Body bytes the peer has yet to send: a refusal made while the body was arriving is
+    /// answered at once, and the rest of the body is then read and thrown away, so that a
+    /// client that sends everything before it reads still gets the answer.
+    var unreadBody = 0
   }
 
-  /// Streams the body into the partial file, makes it durable, inspects it and asks the server
-  /// to store it. Returns the response to send (a refusal when the name was taken meanwhile),
+  /// Streams the body into the partial file, inspects its first bytes while the rest arrives
+  /// (refusing at once when the policy says so), makes it durable and asks the server to store
+  /// it. Returns the response to send (a refusal when the name was taken meanwhile),
   /// or the failure to report.
   private func receiveBody(
     of ticket: UploadTicket, expectsContinue: Bool, leftover: UnsafeRawBufferPointer
@@ -175,6 +185,12 @@ struct Connection {
     }
 
     let size = ticket.upload.size
+    let inspector = services.contentInspector
+    let fileExtension = ticket.path.fileExtension
+    // Sniffed while the body streams in: once its first bytes (up to 64 KiB, or the whole body
+    // when smaller) are in the file, libmagic reads them on the blocking pool while the rest
+    // keeps arriving, and a refusal stops the transfer there.
+    var finding: ContentInspector.Finding?
     do {
       var received = 0
       if !leftover.isEmpty {
@@ -185,18 +201,37 @@ struct Connection {
       }
       var transfer = BodyTransfer(
         socket: socket, file: fd, idleTimeout: idleTimeout, counter: ticket.counter)
-      transfer.fileOffset = received
       transfer.writesBehind = configuration.durability
-      let remaining = size - received
-      // A large body moves on the cooperative pool, so that many at once use every core and
-      // the event loop stays free for the small requests (see `Reactor`).
-      let complete =
-        remaining >= BodyTransfer.spliceThreshold
-        ? try await withTaskExecutorPreference(globalConcurrentExecutor) {
-          try await transfer.move(remaining)
+      let sniffedPrefix = inspector.sniffs ? min(size, ContentSniffer.prefixLength) : 0
+      if received < sniffedPrefix {
+        transfer.fileOffset = received
+        guard try await transfer.move(sniffedPrefix - received) else {
+          return .failure(BodyFailure(reason: .connectionLost))
         }
-        : try await transfer.move(remaining)
-      if !complete { return .failure(BodyFailure(reason: .connectionLost)) }
+        received = sniffedPrefix
+      }
+      transfer.fileOffset = received
+      let remaining = size - received
+      if inspector.sniffs && remaining > 0 {
+        switch try await Self.move(
+          remaining, with: transfer, whileInspecting: inspector, fd: fd,
+          fileExtension: fileExtension)
+        {
+        case .complete(let found):
+          finding = found
+        case .peerClosed:
+          return .failure(BodyFailure(reason: .connectionLost))
+        case .refused(let message):
+          return .failure(
+            BodyFailure(
+              reason: .unsupportedType(message), refusal: Refusal(.unsupportedType, message),
+              unreadBody: max(0, size - ticket.counter.bytes)))
+        }
+      } else {
+        guard try await Self.move(remaining, with: transfer) else {
+          return .failure(BodyFailure(reason: .connectionLost))
+        }
+      }
     } catch let error as SystemError {
       if error.code == ENOSPC || error.code == EDQUOT {
         return .failure(
@@ -216,36 +251,37 @@ struct Connection {
       return .failure(BodyFailure(reason: .connectionLost))
     }
 
-    // The last byte is written: make it durable and find out what it is, off the cooperative pool.
+    // The last byte is written: make it durable, and find out what a body that fitted in the
+    // sniffed prefix is, off the cooperative pool.
     let durable = configuration.durability
-    let inspector = services.contentInspector
-    let fileExtension = ticket.path.fileExtension
+    let alreadyFound = finding
     let finish = { @Sendable () -> Result<ContentInspector.Finding, SystemError> in
       if durable, fdatasync(fd) != 0 {
         return .failure(SystemError(call: "fdatasync", code: errno))
       }
-      return .success(inspector.inspect(fd: fd, fileExtension: fileExtension))
+      return .success(alreadyFound ?? inspector.inspect(fd: fd, fileExtension: fileExtension))
     }
     // Nothing to flush or sniff: skip the hop to the I/O pool.
     let finishing =
-      durable || inspector.sniffs ? await BlockingPool.shared.run(finish) : finish()
-    let finding: ContentInspector.Finding
+      durable || (finding == nil && inspector.sniffs)
+      ? await BlockingPool.shared.run(finish) : finish()
+    let found: ContentInspector.Finding
     switch finishing {
-    case .success(let value): finding = value
+    case .success(let value): found = value
     case .failure(let error):
       return .failure(
         BodyFailure(
           reason: .writeFailed(error.reason),
           refusal: Refusal(.writeFailed, "The file couldn't be flushed to disk: \(error.reason).")))
     }
-    if let refusal = finding.refusal {
+    if let refusal = found.refusal {
       return .failure(
         BodyFailure(reason: .unsupportedType(refusal), refusal: Refusal(.unsupportedType, refusal)))
     }
     if Task.isCancelled { return .failure(BodyFailure(reason: .cancelled)) }
     guard let server = services.server else { return .failure(BodyFailure(reason: .cancelled)) }
     switch await server.store(
-      ticket, partial: partial, mimeType: finding.mimeType, kind: finding.kind)
+      ticket, partial: partial, mimeType: found.mimeType, kind: found.kind)
     {
     case .success(let (_, changedFolders)):
       installed = true
@@ -260,6 +296,106 @@ struct Connection {
     case .failure(let refusal):
       // `store` has already reported the failure; the partial file goes on the way out.
       return .success(Response.refusal(refusal))
+    }
+  }
+
+  /// Moves `count` body bytes into the file. A large body moves on the cooperative pool, so that
+  /// many at once use every core and the event loop stays free for the small requests (see
+  /// `Reactor`). Returns `false` when the peer closed first.
+  private static func move(_ count: Int, with transfer: BodyTransfer) async throws -> Bool {
+    count >= BodyTransfer.spliceThreshold
+      ? try await withTaskExecutorPreference(globalConcurrentExecutor) {
+        try await transfer.move(count)
+      }
+      : try await transfer.move(count)
+  }
+
+  /// How a body moved while its first bytes were inspected.
+  private enum InspectedBody: Sendable {
+    /// Every byte arrived, and inspection accepts the file.
+    case complete(ContentInspector.Finding)
+    /// The peer closed before the whole body arrived.
+    case peerClosed
+    /// Inspection refused the file (the message says why); the transfer was stopped there.
+    case refused(String)
+  }
+
+  /// Moves the `count` bytes after the sniffed prefix (already in `fd`) while the prefix is
+  /// inspected on the blocking pool, at the same time. A refusal stops the transfer at once.
+  private static func move(
+    _ count: Int, with transfer: BodyTransfer, whileInspecting inspector: ContentInspector,
+    fd: Int32, fileExtension: String
+  ) async throws -> InspectedBody {
+    enum Step: Sendable {
+      case moved(complete: Bool)
+      case inspected(ContentInspector.Finding)
+    }
+    let executor: (any TaskExecutor)? =
+      count >= BodyTransfer.spliceThreshold ? globalConcurrentExecutor : nil
+    return try await withThrowingTaskGroup(of: Step.self) { group in
+      group.addTask {
+        .inspected(
+          await BlockingPool.shared.run {
+            inspector.inspect(fd: fd, fileExtension: fileExtension)
+          })
+      }
+      group.addTask(executorPreference: executor) {
+        .moved(complete: try await transfer.move(count))
+      }
+      var finding: ContentInspector.Finding?
+      while let step = try await group.next() {
+        switch step {
+        case .inspected(let found):
+          if let refusal = found.refusal {
+            group.cancelAll()
+            return .refused(refusal)
+          }
+          finding = found
+        case .moved(let complete):
+          if !complete {
+            group.cancelAll()
+            return .peerClosed
+          }
+        }
+      }
+      // Both children returned: the transfer completed and inspection accepted the file.
+      guard let finding else { throw CancellationError() }
+      return .complete(finding)
+    }
+  }
+
+  /// Sends a refusal made while the body was still arriving, then reads and throws away the
+  /// `unread` body bytes the peer has yet to send (each read bounded by the idle timeout).
+  /// Closing with unread bytes would reset the connection, and a client that reads only after
+  /// sending everything (a plain HTTP library) would lose the answer. Chromium recovers an
+  /// answer sent before a reset, but not every client does. A client that reads at once (curl)
+  /// stops sending and closes earlier.
+  private func refuse(_ refusal: Refusal, thenDiscard unread: Int) async {
+    do {
+      try await socket.write(Response.refusal(refusal), deadline: ContinuousClock.now + idleTimeout)
+    } catch {
+      return
+    }
+    socket.shutdownOutput()
+    if unread >= BodyTransfer.spliceThreshold {
+      await withTaskExecutorPreference(globalConcurrentExecutor) { await discard(unread) }
+    } else {
+      await discard(unread)
+    }
+  }
+
+  /// Reads and drops up to `count` bytes; stops at the end of the stream, an error or when the
+  /// peer stays silent for the idle timeout.
+  private func discard(_ count: Int) async {
+    let scratch = UnsafeMutableRawBufferPointer.allocate(
+      byteCount: min(count, BodyTransfer.bufferSize), alignment: 16)
+    defer { scratch.deallocate() }
+    var left = count
+    while left > 0 {
+      let want = UnsafeMutableRawBufferPointer(rebasing: scratch[..<min(left, scratch.count)])
+      let read = try? await socket.read(into: want, deadline: ContinuousClock.now + idleTimeout)
+      guard let read, read > 0 else { return }
+      left -= read
     }
   }
 

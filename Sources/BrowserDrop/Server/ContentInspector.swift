@@ -6,7 +6,7 @@ import Synchronization
 /// blocking pool.
 struct ContentInspector: Sendable {
   /// What inspection found.
-  struct Finding: Sendable {
+  struct Finding: Sendable, Hashable {
     var mimeType: String?
     var kind: ContentKind
     /// Why the policy refuses the file (sent with 400 `unsupported_type`), or `nil`.
@@ -14,13 +14,20 @@ struct ContentInspector: Sendable {
   }
 
   let policy: ContentPolicy
-  private let sniffer: ContentSniffer?
+  /// The process's sniffer; `nil` when the policy is `.off`.
+  let sniffer: ContentSniffer?
 
   /// Whether `inspect` reads and sniffs the file (and so must run off the cooperative pool).
   var sniffs: Bool { sniffer != nil }
 
   /// The process's sniffer, loaded once with the system database on first use.
   private static let shared = Mutex<ContentSniffer?>(nil)
+
+  /// Inspection under `policy` with a given sniffer (`nil`: nothing is sniffed).
+  init(policy: ContentPolicy, sniffer: ContentSniffer?) {
+    self.policy = policy
+    self.sniffer = policy.sniffsContent ? sniffer : nil
+  }
 
   /// Prepares inspection for `policy`; loads libmagic's database (once per process) unless the
   /// policy is `.off`. A missing or broken database fails here, before the server listens.
@@ -38,9 +45,14 @@ struct ContentInspector: Sendable {
     return ContentInspector(policy: policy, sniffer: sniffer)
   }
 
-  /// Inspects the first bytes of the open file `fd` (readable, positioned anywhere).
+  /// Inspects the first bytes (up to ``ContentSniffer/prefixLength``) of the open file `fd`
+  /// (readable, positioned anywhere; bytes past the prefix may still be arriving). Blocking:
+  /// call it on `BlockingPool` only.
   func inspect(fd: Int32, fileExtension: String) -> Finding {
-    guard let sniffer else { return Finding(mimeType: nil, kind: .other, refusal: nil) }
+    guard sniffer != nil else { return Finding(mimeType: nil, kind: .other, refusal: nil) }
+    assert(
+      BlockingPool.shared.runsCurrentThread,
+      "libmagic must run on the blocking pool, never on the cooperative pool or the reactor")
     let buffer = UnsafeMutableRawBufferPointer.allocate(
       byteCount: ContentSniffer.prefixLength, alignment: 16)
     defer { buffer.deallocate() }
@@ -51,7 +63,21 @@ struct ContentInspector: Sendable {
       if count <= 0 { break }
       filled += count
     }
-    let sniffed = sniffer.sniff(UnsafeRawBufferPointer(rebasing: buffer[..<filled]))
+    return finding(
+      forPrefix: UnsafeRawBufferPointer(rebasing: buffer[..<filled]),
+      fileExtension: fileExtension)
+  }
+
+  /// The server's decision for a file whose first bytes are `prefix`, stored with
+  /// `fileExtension`: libmagic's answer and the policy's verdict. Synchronous and CPU-bound.
+  func finding(forPrefix prefix: UnsafeRawBufferPointer, fileExtension: String) -> Finding {
+    guard let sniffer else { return Finding(mimeType: nil, kind: .other, refusal: nil) }
+    return finding(for: sniffer.sniff(prefix), fileExtension: fileExtension)
+  }
+
+  /// The policy's verdict on sniffed content stored with `fileExtension`, as sent to the client
+  /// and reported in `ReceivedFile`.
+  func finding(for sniffed: SniffResult, fileExtension: String) -> Finding {
     let refusal = policy.refusal(for: sniffed, fileExtension: fileExtension)
     return Finding(mimeType: sniffed.mimeType, kind: sniffed.kind, refusal: refusal?.message)
   }

@@ -1,5 +1,7 @@
 import BrowserDropThreads
 import CBrowserDropLinux
+import Glibc
+import Synchronization
 
 /// A few dedicated threads for calls that may block (`fsync`, `statvfs`, libmagic on big buffers),
 /// so they never occupy the cooperative pool's threads.
@@ -12,10 +14,13 @@ final class BlockingPool: @unchecked Sendable {
   private let condition = ThreadCondition()
   private var jobs: [@Sendable () -> Void] = []
   private var head = 0
+  /// The pool's threads, each added by itself as it starts.
+  private let threadIDs = Mutex<[pthread_t]>([])
 
   init(threads: Int, name: String) {
     for index in 0..<threads {
       startThread { [self] in
+        threadIDs.withLock { $0.append(pthread_self()) }
         cbd_set_thread_name("\(name)-\(index)")
         cbd_block_async_signals()
         self.work()
@@ -39,6 +44,13 @@ final class BlockingPool: @unchecked Sendable {
       }
     }
     return try result.get()
+  }
+
+  /// Whether the calling thread is one of the pool's (for assertions that blocking work is
+  /// where it belongs).
+  var runsCurrentThread: Bool {
+    let current = pthread_self()
+    return threadIDs.withLock { $0.contains { pthread_equal($0, current) != 0 } }
   }
 
   /// Runs `job` on one of the pool's threads, without waiting for it.
