@@ -7,9 +7,10 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
 scripts/setup.sh --test || exit 1
-swift build --build-tests || exit 1
-bin=$(swift build --show-bin-path)
 mkdir -p artifacts
+swift build --build-tests 2>&1 | tee artifacts/build.log
+((PIPESTATUS[0] == 0)) || exit 1
+bin=$(swift build --show-bin-path)
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
@@ -37,6 +38,18 @@ phase() {
 # against the server's idle timeout: those run alone afterwards, so the rest of the suite's load
 # on two cores can't skew them (the server keeps time on its own thread; a client task of a
 # loaded test process can be held back for seconds).
+# Swift 6 mode with zero warnings (a clean checkout compiles everything, so its build log shows
+# every warning there is) and `swift format lint --strict` clean against the committed .swift-format.
+clean_code() {
+  local warnings
+  warnings=$(grep -E "(warning|error): " artifacts/build.log | sort -u)
+  if [[ -n "$warnings" ]]; then
+    echo "$warnings"
+    return 1
+  fi
+  swift format lint --strict --recursive Sources Tests Examples Fuzz
+}
+phase "no warnings, format clean" clean_code
 phase "swift test" timeout 1200 swift test --skip-build --skip FloodTests --skip CrashTrialTests \
   --skip ConnectionTests
 phase "connection timing (alone)" timeout 300 swift test --skip-build --filter ConnectionTests
