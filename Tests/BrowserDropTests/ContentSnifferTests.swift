@@ -101,6 +101,47 @@ struct ContentSnifferTests {
     #endif
   }
 
+  /// The kernel runs an ELF file whatever its class, byte order and version bytes say (it reads
+  /// the type and machine in its own layout), so odd ones never make an executable harmless.
+  @Test func elfWithOddIdentificationBytesIsStillAnExecutable() throws {
+    #if arch(x86_64)
+      let machine = "x86-64"
+    #elseif arch(arm64)
+      let machine = "ARM64"
+    #endif
+    for (index, value) in [(4, 0), (4, 9), (5, 0), (5, 7)] as [(Int, UInt8)] {
+      var bytes = try ContentFixtures.elf()
+      bytes[index] = value
+      let result = sniffer.sniff(bytes)
+      #expect(
+        result.executable == "ELF executable for \(machine) (with a malformed header)",
+        "byte \(index) = \(value)")
+      #expect(
+        ContentPolicy.rejectDisguised.refusal(for: result, fileName: "book.aax") != nil,
+        "byte \(index) = \(value)")
+    }
+    var version = try ContentFixtures.elf()
+    version[6] = 0
+    #expect(sniffer.sniff(version).executable == "ELF executable for \(machine)")
+    // Nothing but the magic and an odd class: still an ELF binary.
+    #expect(
+      [UInt8]([0x7F, 0x45, 0x4C, 0x46, 9, 1, 1, 0]).withUnsafeBytes(ExecutableSignature.describe)
+        == "ELF binary (with a malformed header)")
+  }
+
+  @Test func protectedExtensionsCoverAudiobooksPlaylistsAndSubtitles() throws {
+    let elf = sniffer.sniff(try ContentFixtures.elf())
+    for name in [
+      "book.aax", "book.aa", "a.mp2", "a.mpga", "ring.m4r", "a.au", "a.dsf", "a.asf", "a.jp2",
+      "a.tga", "list.m3u", "list.m3u8", "a.lrc", "a.cue", "a.ass", "a.cbz", "a.xcf",
+    ] {
+      #expect(
+        ContentPolicy.rejectDisguised.refusal(for: elf, fileName: name) != nil, "\(name)")
+    }
+    // `.ts` is TypeScript source as often as video: it promises nothing.
+    #expect(ContentPolicy.rejectDisguised.refusal(for: elf, fileName: "main.ts") == nil)
+  }
+
   @Test func shellScriptIsAScript() {
     let result = sniffer.sniff(ContentFixtures.shellScript())
     #expect(result.mimeType == "text/x-shellscript")
@@ -161,8 +202,6 @@ struct ContentSnifferTests {
     var misplaced = pe
     misplaced[0x3C] = 0x84
     #expect(describe(misplaced) == nil)
-    // ELF magic with an impossible class byte.
-    #expect(describe([0x7F, 0x45, 0x4C, 0x46, 9, 1, 1, 0]) == nil)
     // Mach-O magic with an unknown CPU type.
     #expect(describe([0xCF, 0xFA, 0xED, 0xFE, 0x42, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0]) == nil)
     // `#!` without an absolute interpreter, with binary garbage, or with no end of line.
@@ -173,6 +212,17 @@ struct ContentSnifferTests {
     #expect(describe(ContentFixtures.ascii("#!/bin/\n")) == nil)
     #expect(describe([0x23, 0x21, 0x2F, 0x62, 0x00, 0x0A]) == nil)
     #expect(describe(ContentFixtures.ascii("#!/bin/" + String(repeating: "x", count: 300))) == nil)
+    // A first line past 256 bytes whose interpreter path is cut off by the limit is not one the
+    // kernel runs (checked above); one whose path ends inside it is, whatever follows.
+    #expect(
+      describe(ContentFixtures.ascii("#!/bin/sh" + String(repeating: " ", count: 300) + "\nx\n"))
+        == "shell script (#!/bin/sh)")
+    #expect(
+      describe(ContentFixtures.ascii("#!/bin/sh -e" + String(repeating: " ", count: 300) + "x"))
+        == "shell script (#!/bin/sh -e)")
+    #expect(
+      describe(ContentFixtures.ascii("#!/usr/bin/env -S python3 -c 'print(\"é\")'\n"))
+        == "Python script (#!/usr/bin/env -S python3 -c 'print(\"é\")')")
     // …but a one-line script that is the whole file, and `#! /bin/sh` with a blank, are scripts.
     #expect(describe(ContentFixtures.ascii("#!/bin/sh")) == "shell script (#!/bin/sh)")
     #expect(

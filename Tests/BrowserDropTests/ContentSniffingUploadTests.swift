@@ -73,6 +73,16 @@ struct ContentSniffingUploadTests {
       ("photo.jpg", ContentFixtures.portableExecutable(), "This file is a Windows executable"),
       ("clip.mp4", ContentFixtures.machO(), "This file is a Mach-O executable"),
       ("cover.png", ContentFixtures.fatMachO(), "This file is a Mach-O universal binary"),
+      // Still run by the kernel: odd ELF identification bytes, a first line past 256 bytes
+      // whose interpreter path is whole; and names from the longer protected lists.
+      ("book.aax", try Self.elfWithByte(4, setTo: 0), "This file is an ELF executable for "),
+      ("lyrics.lrc", try Self.elfWithByte(6, setTo: 0), "This file is an ELF executable"),
+      (
+        "long.txt",
+        ContentFixtures.ascii("#!/bin/sh" + String(repeating: " ", count: 300) + "\necho ran\n"),
+        "This file is a shell script (#!/bin/sh)"
+      ),
+      ("playlist.m3u", ContentFixtures.shellScript(), "This file is a shell script"),
     ]
     for attempt in attempts {
       let reply = try await session.upload(attempt.path, attempt.bytes)
@@ -98,6 +108,14 @@ struct ContentSniffingUploadTests {
         #expect(detail.hasPrefix("This file is a"))
       }
     }
+  }
+
+  /// `/bin/true` with one identification byte changed: the kernel still runs it (it checks the
+  /// magic, type and machine only).
+  static func elfWithByte(_ index: Int, setTo value: UInt8) throws -> [UInt8] {
+    var bytes = try ContentFixtures.elf()
+    bytes[index] = value
+    return bytes
   }
 
   /// The first 64 KiB are sniffed while the body streams in: a disguised executable is refused

@@ -255,19 +255,47 @@ struct HostileRequestTests {
       "Content-Length: -0\r\n", "Content-Length: +1\r\n", "Content-Length: 1.0\r\n",
       "Content-Length: 0x10\r\n", "Content-Length: 1 2\r\n", "Content-Length: 1,1\r\n",
       "Content-Length: abc\r\n", "Content-Length:\r\n", "Content-Length: \r\n",
-      "Content-Length: 99999999999999999999\r\n", "Content-Length: 9223372036854775808\r\n",
-      "Content-Length: 18446744073709551617\r\n", "Content-Length: ١\r\n",
+      "Content-Length: ١\r\n",
       "Content-Length: 1\r\nTransfer-Encoding: chunked\r\n",
     ]
     for lines in badRequests {
       let reply = try await session.exchange(head(lines) + "x")
       #expect(reply.status == 400, "\(lines.debugDescription): \(reply.status)")
     }
-    // Huge but well-formed: refused by size before any body, never a crash or an allocation.
-    let huge = try await session.exchange(head("Content-Length: 999999999999999999\r\n"))
-    #expect(huge.status == 413)
+    // Huge but well-formed, however many digits (past what an Int holds too): refused by size
+    // before any body, never a crash, an overflow or an allocation.
+    for digits in Self.hugeLengths {
+      let huge = try await session.exchange(head("Content-Length: \(digits)\r\n"))
+      #expect(huge.status == 413, "\(digits): \(huge.status)")
+      #expect(huge.errorCode == "too_large", "\(digits)")
+    }
+    // Leading zeros make no number invalid.
+    let padded = try await session.exchange(head("Content-Length: 00000000000000000001\r\n") + "x")
+    #expect(padded.status == 201, "\(padded.status) \(padded.text)")
+    #expect(session.stagedFiles()["cl.txt"] == Array("x".utf8))
     let chunked = try await session.exchange(head("Transfer-Encoding: chunked\r\n"))
     #expect(chunked.status == 411)
+    #expect(session.stagedFiles().count == 1)
+  }
+
+  static let hugeLengths = [
+    "999999999999999999", "1000000000000000000", "9223372036854775807", "9223372036854775808",
+    "99999999999999999999", "18446744073709551617", "0009223372036854775807",
+  ]
+
+  /// With no size limit, a length no volume can hold is weighed against the free space (507),
+  /// the reserve included, without overflowing: even with a reserve of `Int.max`.
+  @Test(arguments: [0, Int.max])
+  func hugeLengthsWithoutALimitAreInsufficientStorage(reserve: Int) async throws {
+    let session = try await TestSession.start { $0.reservedFreeSpace = reserve }
+    defer { Task { await session.stop() } }
+    let host = "127.0.0.1:\(session.port)"
+    for digits in Self.hugeLengths {
+      let reply = try await session.exchange(
+        "POST /upload?path=big.bin HTTP/1.1\r\nHost: \(host)\r\nContent-Length: \(digits)\r\n\r\n")
+      #expect(reply.status == 507, "\(digits): \(reply.status)")
+      #expect(reply.errorCode == "insufficient_storage", "\(digits)")
+    }
     #expect(session.stagedFiles().isEmpty)
     #expect(await session.log.events.isEmpty)
   }

@@ -6,7 +6,8 @@ import FoundationEssentials
 /// random byte strings a DOS COM program from their first byte alone). A refusal needs a
 /// signature that random or ordinary data practically never carries:
 ///
-/// - ELF: `7F 45 4C 46`, a valid class (32/64-bit), byte order and version byte.
+/// - ELF: `7F 45 4C 46`. The class (32/64-bit) and byte order, when valid, say how to read
+///   the rest; when not, the file is still an ELF binary (the kernel runs it all the same).
 /// - PE: `MZ`, and `e_lfanew` (offset 0x3C) pointing at `PE\0\0` inside the prefix. An `MZ`
 ///   header alone (MS-DOS, or just two letters) is not enough.
 /// - Mach-O: `FEEDFACE`/`FEEDFACF` in either byte order with a known CPU type and file type.
@@ -14,9 +15,9 @@ import FoundationEssentials
 ///   CPU type. Java class files share `CAFEBABE`, but their next four bytes (minor and major
 ///   version, major ≥ 45) read as a count of at least 45, so they are never taken for Mach-O;
 ///   Java classes run only inside a JVM and are not flagged.
-/// - Scripts: `#!`, optional blanks, then an absolute interpreter path on a first line the kernel
-///   could read (printable, at most 256 bytes): `/dir/program`, the program's name starting with
-///   a letter.
+/// - Scripts: `#!`, optional blanks, then an absolute interpreter path that ends within the
+///   256 bytes the kernel reads (`/dir/program`, the program's name starting with a letter), on
+///   a first line of printable text (UTF-8 allowed).
 enum ExecutableSignature {
   /// Describes the executable or script whose signature starts `bytes`, as a noun phrase without
   /// an article ("ELF executable for x86-64"); `nil` when there is no strong signature.
@@ -29,11 +30,13 @@ enum ExecutableSignature {
   // MARK: ELF
 
   private static func elf(_ reader: ByteReader) -> String? {
-    guard reader.matches([0x7F, 0x45, 0x4C, 0x46], at: 0),
-      let elfClass = reader.byte(at: 4), elfClass == 1 || elfClass == 2,
-      let order = reader.byte(at: 5), order == 1 || order == 2,
-      reader.byte(at: 6) == 1
-    else { return nil }
+    guard reader.matches([0x7F, 0x45, 0x4C, 0x46], at: 0) else { return nil }
+    // The four magic bytes are the signature. Linux checks neither the class, byte order nor
+    // version byte before running a file (only its type and machine, read in its own layout),
+    // so a file whose identification bytes are odd is still an ELF binary.
+    guard let elfClass = reader.byte(at: 4), elfClass == 1 || elfClass == 2,
+      let order = reader.byte(at: 5), order == 1 || order == 2
+    else { return malformedELF(reader) }
     let littleEndian = order == 1
     let is64 = elfClass == 2
     let type = reader.uint16(at: 0x10, littleEndian: littleEndian)
@@ -53,6 +56,19 @@ enum ExecutableSignature {
     default: what = "ELF binary"
     }
     return machine.map { "\(what) for \($0)" } ?? what
+  }
+
+  /// An ELF file with an unknown class or byte order: an executable when its type and machine,
+  /// read in either byte order, name one.
+  private static func malformedELF(_ reader: ByteReader) -> String {
+    for littleEndian in [true, false] {
+      if let type = reader.uint16(at: 0x10, littleEndian: littleEndian), type == 2 || type == 3,
+        let machine = reader.uint16(at: 0x12, littleEndian: littleEndian).flatMap(elfMachines)
+      {
+        return "ELF executable for \(machine) (with a malformed header)"
+      }
+    }
+    return "ELF binary (with a malformed header)"
   }
 
   private static func elfHasInterpreter(
@@ -195,27 +211,32 @@ enum ExecutableSignature {
 
   private static func script(_ reader: ByteReader) -> String? {
     guard reader.matches([0x23, 0x21], at: 0) else { return nil }
+    // What the kernel reads of the first line: up to its LF, within its 256-byte buffer (which
+    // a shorter file ends, as if with a LF).
+    let limit = min(reader.count, scriptLineLimit)
     var line: [UInt8] = []
     var index = 2
-    var ended = false
-    while index < min(reader.count, scriptLineLimit) {
-      let byte = reader.byte(at: index)!
-      if byte == 0x0A {
-        ended = true
-        break
-      }
-      // Printable ASCII, tab or a CR before the LF; anything else is not a command line.
-      guard byte == 0x09 || byte == 0x0D || (0x20...0x7E).contains(byte) else { return nil }
+    while index < limit, let byte = reader.byte(at: index), byte != 0x0A {
+      // Printable ASCII, tab, a CR before the LF, or UTF-8 in the arguments; anything else is
+      // not a command line.
+      guard byte == 0x09 || byte == 0x0D || (0x20...0x7E).contains(byte) || byte >= 0x80
+      else { return nil }
       line.append(byte)
       index += 1
     }
-    // A line cut off by the limit is not one the kernel would run; a whole file of one line is.
-    guard ended || reader.count <= scriptLineLimit else { return nil }
-    let text = String(decoding: line, as: UTF8.self)
+    let lineEnded = index < limit || reader.count <= scriptLineLimit
+    let blank: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }
+    guard let start = line.firstIndex(where: { !blank($0) }) else { return nil }
+    let end = line[start...].firstIndex(where: blank) ?? line.endIndex
+    // A first line longer than the buffer still runs, as long as the interpreter's path ends
+    // inside it (Linux 5.0 and later refuse only a cut-off path).
+    guard lineEnded || end < line.endIndex else { return nil }
+    let interpreter = String(decoding: line[start..<end], as: UTF8.self)
+    guard isPlausibleInterpreter(interpreter) else { return nil }
+
+    let text = String(decoding: line[start...], as: UTF8.self)
       .trimming { $0 == " " || $0 == "\t" || $0 == "\r" }
     let words = text.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
-    guard let interpreter = words.first, isPlausibleInterpreter(interpreter) else { return nil }
-
     var program = interpreter.split(separator: "/").last.map(String.init) ?? interpreter
     if program == "env" {
       // `#!/usr/bin/env [-S] python3`: the program is the first word that is not an option.

@@ -172,16 +172,20 @@ struct RequestHead: Sendable, Equatable {
   )
     throws(Refusal) -> Int
   {
-    guard !range.isEmpty, range.count <= 18 else {
+    guard !range.isEmpty else {
       throw Refusal(.badRequest, "Content-Length is not a valid number.")
     }
+    // Any run of digits is a valid length, however long: one past what an Int holds is weighed
+    // as `Int.max` (413 or 507), not refused as unreadable.
     var value = 0
     for position in range {
       let byte = bytes[position]
       guard byte >= 0x30, byte <= 0x39 else {
         throw Refusal(.badRequest, "Content-Length is not a valid number.")
       }
-      value = value * 10 + Int(byte - 0x30)
+      let (times10, overflowA) = value.multipliedReportingOverflow(by: 10)
+      let (sum, overflowB) = times10.addingReportingOverflow(Int(byte - 0x30))
+      value = overflowA || overflowB ? Int.max : sum
     }
     return value
   }

@@ -328,6 +328,14 @@ public actor BrowserDropServer {
     case measureFreeSpace
   }
 
+  /// Whether `size` bytes leave at least `reservedFreeSpace` of `available`. Either can be as
+  /// large as an `Int` holds (a 19-digit Content-Length, a reserve of `Int.max`): compared
+  /// without overflowing.
+  private func fits(_ size: Int, in available: Int) -> Bool {
+    let (room, overflow) = available.subtractingReportingOverflow(configuration.reservedFreeSpace)
+    return !overflow && size <= room
+  }
+
   /// Decides whether an upload may start: name conflicts, then free space (counting what uploads
   /// in flight still have to write). On success the upload is in flight and `.uploadStarted`
   /// has been sent.
@@ -343,12 +351,11 @@ public actor BrowserDropServer {
     let pending = inFlight.values.reduce(0) { $0 + max(0, $1.upload.size - $1.counter.bytes) }
     if let freeBytes {
       freeSpace.record(freeBytes)
-      if freeBytes - pending - size < configuration.reservedFreeSpace {
+      if !fits(size, in: freeBytes - pending) {
         return .refused(Refusal(.insufficientStorage))
       }
     } else {
-      guard let estimate = freeSpace.pessimisticEstimate(),
-        estimate - pending - size >= configuration.reservedFreeSpace
+      guard let estimate = freeSpace.pessimisticEstimate(), fits(size, in: estimate - pending)
       else { return .measureFreeSpace }
     }
     freeSpace.admitted(size)
