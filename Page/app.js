@@ -153,28 +153,55 @@
     return /^(ar|fa|he|iw|ps|sd|ug|ur|yi|dv|ckb)(-|$)/i.test(language) ? 'rtl' : 'ltr';
   }
 
-  function relativeLuminance(hex) {
-    const channel = (offset) => {
-      const c = parseInt(hex.slice(offset, offset + 2), 16) / 255;
-      return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
-    };
-    return 0.2126 * channel(1) + 0.7152 * channel(3) + 0.0722 * channel(5);
+  // sRGB channels (0–255) of any CSS colour the browser understands, painted on a 1×1 canvas
+  // (named colours, rgb(), hsl(), oklch() alike); a translucent one is taken over white. null
+  // when the browser can't read it.
+  function channelsOf(color) {
+    if (!(window.CSS && CSS.supports('color', color))) return null;
+    const canvas = document.createElement('canvas');
+    canvas.width = 1;
+    canvas.height = 1;
+    const context = canvas.getContext('2d', { willReadFrequently: true });
+    if (!context) return null;
+    context.fillStyle = '#ffffff';
+    context.fillRect(0, 0, 1, 1);
+    context.fillStyle = color;
+    context.fillRect(0, 0, 1, 1);
+    const [r, g, b] = context.getImageData(0, 0, 1, 1).data;
+    return [r, g, b];
   }
 
+  function relativeLuminance(channels) {
+    const [r, g, b] = channels.map((value) => {
+      const c = value / 255;
+      return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
+    });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  }
+
+  function contrast(a, b) {
+    return (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+  }
+
+  // The card colours of style.css in light and dark mode, and the text on them: a focus ring in
+  // the accent needs 3:1 against the card (WCAG non-text contrast), else it takes the text colour.
+  const CARD_LIGHT = relativeLuminance([0xff, 0xff, 0xff]);
+  const CARD_DARK = relativeLuminance([0x14, 0x1b, 0x2d]);
+  const DARK_TEXT = '#0f1220';
+
   function applyAccent(color) {
-    if (typeof color !== 'string') return;
-    let value = color.trim();
-    if (/^#[0-9a-f]{3}$/i.test(value)) value = '#' + [...value.slice(1)].map((c) => c + c).join('');
-    if (/^#[0-9a-f]{6}$/i.test(value)) {
-      ui.root.style.setProperty('--accent', value);
-      // Text on the accent: whichever of white and near-black contrasts more.
-      const l = relativeLuminance(value);
-      const onWhite = 1.05 / (l + 0.05);
-      const onDark = (l + 0.05) / 0.0625;
-      ui.root.style.setProperty('--accent-fg', onWhite >= onDark ? '#ffffff' : '#0f1220');
-    } else if (window.CSS && CSS.supports('color', value)) {
-      ui.root.style.setProperty('--accent', value);
-    }
+    if (typeof color !== 'string' || !color.trim()) return;
+    const value = color.trim();
+    const channels = channelsOf(value);
+    if (!channels) return;
+    const accent = relativeLuminance(channels);
+    ui.root.style.setProperty('--accent', value);
+    // Text on the accent: whichever of white and near-black contrasts more.
+    const onWhite = contrast(accent, 1);
+    const onDark = contrast(accent, relativeLuminance([0x0f, 0x12, 0x20]));
+    ui.root.style.setProperty('--accent-fg', onWhite >= onDark ? '#ffffff' : DARK_TEXT);
+    ui.root.style.setProperty('--focus-light', contrast(accent, CARD_LIGHT) >= 3 ? value : '#111827');
+    ui.root.style.setProperty('--focus-dark', contrast(accent, CARD_DARK) >= 3 ? value : '#eef1f8');
   }
 
   // Only string values of known keys are taken; the rest of the table keeps its English text.

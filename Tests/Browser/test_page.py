@@ -705,6 +705,31 @@ return {
 """
 
 
+@pytest.mark.parametrize("accent", ["#FFEE00", "gold", "rgb(20 24 40)", "#2563eb"])
+def test_any_accent_keeps_the_button_text_and_focus_ring_readable(start_host, page, accent):
+    """Whatever accent the host picks (a pale yellow, a CSS colour name, a near-black, the
+    default blue), the main button's text keeps 4.5:1 on it and the keyboard focus ring keeps 3:1
+    against the card, in light and in dark mode."""
+    host = start_host("--accent", accent)
+    page.open(host.url)
+    ActionChains(page.driver).send_keys(Keys.TAB).perform()
+    assert page.js("return document.activeElement.id") == "choose-files"
+    for dark in (False, True):
+        page.driver.execute_cdp_cmd(
+            "Emulation.setEmulatedMedia",
+            {"features": [{"name": "prefers-color-scheme", "value": "dark" if dark else "light"}]},
+        )
+        page.wait(lambda d: page.js(NO_TRANSITIONS), 5, "colour transitions to end")
+        mode = "dark" if dark else "light"
+        text = page.js(CONTRAST_HELPERS + "return ratio(css('#choose-files', 'color'),"
+                       "css('#choose-files', 'backgroundColor'));")
+        assert text >= 4.5, f"{accent}, {mode}: button text {text:.2f}:1"
+        assert page.js(CONTRAST_HELPERS + "return css('#choose-files', 'outlineStyle');") == "solid"
+        ring = page.js(CONTRAST_HELPERS + "return ratio(css('#choose-files', 'outlineColor'),"
+                       "over(css('#drop', 'backgroundColor'), css('#panel', 'backgroundColor')));")
+        assert ring >= 3, f"{accent}, {mode}: focus ring {ring:.2f}:1 against the drop zone"
+
+
 def test_contrast_light_and_dark_and_screenshots(start_host, page, tmp_path):
     """The finished page in light and dark mode, at 1000 and 360 px; text contrast at least 4.5:1."""
     host = start_host("--allow", "mp3,m4b,jpg,txt", "--max-file-size", "4000000", "--title", "BookPlayer")
