@@ -116,6 +116,39 @@ struct ArgumentTests {
     #expect(!result.error.contains("hunter2"), "\(result.error)")
   }
 
+  @Test("An SMB user with no password from any source is refused at start, naming the three ways")
+  func smbUserWithoutPassword() async throws {
+    let folder = try TemporaryFolder()
+    let emptyCredentials = folder.path("credentials")
+    try FileManager.default.createDirectory(at: emptyCredentials, withIntermediateDirectories: true)
+    let environments: [[String: String]] = [
+      [:], ["BROWSERDROP_SMB_PASSWORD": ""],
+      ["CREDENTIALS_DIRECTORY": emptyCredentials.path],
+    ]
+    for environment in environments {
+      let result = try await CommandProcess.run(
+        ["--to", "smb://dropper@127.0.0.1/share", "--port", "0", "--bind", "127.0.0.1"],
+        environment: environment)
+      #expect(result.status == 2, "\(environment)")
+      #expect(result.output.isEmpty)
+      for name in [
+        "--to", "dropper", "BROWSERDROP_SMB_PASSWORD", "--smb-password-file", "smb-password",
+        "CREDENTIALS_DIRECTORY",
+      ] {
+        #expect(result.error.contains(name), "\(name) missing: \(result.error)")
+      }
+    }
+    // An empty password file is no password either, and the file's flag is named.
+    let empty = folder.path("empty-password")
+    try Data().write(to: empty)
+    let result = try await CommandProcess.run([
+      "--to", "smb://dropper@127.0.0.1/share", "--smb-password-file", empty.path,
+    ])
+    #expect(result.status == 2)
+    #expect(result.error.contains("--smb-password-file"), "\(result.error)")
+    #expect(result.error.contains("empty"), "\(result.error)")
+  }
+
   @Test("An unknown flag close to a real one gets a suggestion")
   func suggestion() async throws {
     let result = try await CommandProcess.run(["--too", "/tmp"])

@@ -233,6 +233,29 @@ struct ParsingTests {
     }
   }
 
+  @Test("An empty BROWSERDROP_SMB_PASSWORD counts as unset; the credential is used instead")
+  func emptyPasswordVariable() throws {
+    let folder = try TemporaryFolder()
+    let credentials = folder.path("credentials")
+    try FileManager.default.createDirectory(at: credentials, withIntermediateDirectories: true)
+    try Data("from-credential\n".utf8).write(to: credentials.appending(path: "smb-password"))
+    let arguments = ["--to", "smb://anna@127.0.0.1/share"]
+    let command = try ArgumentParser.parse(
+      arguments,
+      environment: ["BROWSERDROP_SMB_PASSWORD": "", "CREDENTIALS_DIRECTORY": credentials.path])
+    guard case .run(let options) = command, case .smb(_, let found) = options.destination else {
+      Issue.record("not an SMB run")
+      return
+    }
+    #expect(found?.username == "anna")
+    do {
+      _ = try ArgumentParser.parse(arguments, environment: ["BROWSERDROP_SMB_PASSWORD": ""])
+      Issue.record("an empty variable and nothing else was accepted")
+    } catch {
+      #expect(error.message.hasPrefix("--to names the user"), "\(error.message)")
+    }
+  }
+
   @Test("A password inside the --to address is refused and never shown")
   func passwordInTheAddress() {
     for address in [

@@ -30,7 +30,13 @@ enum DestinationChoice: Sendable {
           "--to", shown, "an SMB address looks like smb://[user@]host[:port]/share[/path]")
       }
       if !probe.credentials.isGuest {
-        let password = try readPassword(file: passwordFile, environment: environment) ?? ""
+        guard let password = try readPassword(file: passwordFile, environment: environment) else {
+          throw UsageError(
+            "--to names the user \(TerminalText.quoted(probe.credentials.username)) but no SMB "
+              + "password was given: set BROWSERDROP_SMB_PASSWORD, pass --smb-password-file FILE, "
+              + "or provide the systemd credential smb-password "
+              + "($CREDENTIALS_DIRECTORY/smb-password).")
+        }
         return .smb(
           address: text,
           credentials: Credentials(username: probe.credentials.username, password: password))
@@ -89,15 +95,20 @@ enum DestinationChoice: Sendable {
       guard let text = String(data: data, encoding: .utf8) else {
         throw .badValue("--smb-password-file", file, "the file must hold UTF-8 text")
       }
-      return trimmingOneNewline(text)
+      let password = trimmingOneNewline(text)
+      guard !password.isEmpty else {
+        throw .badValue("--smb-password-file", file, "the file is empty; it must hold the password")
+      }
+      return password
     }
-    if let password = environment["BROWSERDROP_SMB_PASSWORD"] {
+    // An empty variable counts as unset.
+    if let password = environment["BROWSERDROP_SMB_PASSWORD"], !password.isEmpty {
       return password
     }
     if let directory = environment["CREDENTIALS_DIRECTORY"] {
       let path = URL(filePath: directory).appending(path: "smb-password").path
       if let data = FileManager.default.contents(atPath: path),
-        let text = String(data: data, encoding: .utf8)
+        let text = String(data: data, encoding: .utf8), !trimmingOneNewline(text).isEmpty
       {
         return trimmingOneNewline(text)
       }

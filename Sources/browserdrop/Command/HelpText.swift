@@ -87,7 +87,8 @@ enum HelpText {
       Never on the command line. When the address names a user, the password is read from
       --smb-password-file FILE, else the BROWSERDROP_SMB_PASSWORD environment variable, else
       the systemd credential "smb-password" ($CREDENTIALS_DIRECTORY/smb-password, see
-      LoadCredential=). Without a user in the address, guest access is used. An address
+      LoadCredential=); an empty variable counts as unset. A user with no password from any
+      of these is a usage error. Without a user in the address, guest access is used. An address
       with a password in it (smb://user:password@host/…) is refused, and the password is
       never printed.
 
