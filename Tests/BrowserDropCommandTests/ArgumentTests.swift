@@ -149,6 +149,27 @@ struct ArgumentTests {
     #expect(result.error.contains("empty"), "\(result.error)")
   }
 
+  @Test("With an SMB destination, --batch-folder refuses what SMB forbids in a name")
+  func batchFolderForSMB() async throws {
+    let cases: [(pattern: String, named: String)] = [
+      ("{date}:{time}", "':'"), ("x*", "'*'"), (#"a\b"#, #"'\'"#), ("why?", "'?'"),
+      (#"say "hi""#, #"'"'"#), ("<{n}>", "'<'"), ("a|b", "'|'"), ("drop {n}.", "a dot"),
+      ("{date} ", "a space"),
+    ]
+    for (pattern, named) in cases {
+      for arguments in [
+        ["--batch-folder", pattern, "--to", "smb://127.0.0.1/guest"],
+        ["--to=smb://127.0.0.1/guest", "--batch-folder=\(pattern)", "--kiosk"],
+      ] {
+        let result = try await CommandProcess.run(arguments)
+        #expect(result.status == 2, "\(arguments)")
+        #expect(result.error.contains("--batch-folder"), "\(result.error)")
+        #expect(result.error.contains(named), "\(named) missing: \(result.error)")
+        #expect(result.output.isEmpty)
+      }
+    }
+  }
+
   @Test("An unknown flag close to a real one gets a suggestion")
   func suggestion() async throws {
     let result = try await CommandProcess.run(["--too", "/tmp"])

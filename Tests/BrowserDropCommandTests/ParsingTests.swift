@@ -233,6 +233,22 @@ struct ParsingTests {
     }
   }
 
+  @Test("SMB's forbidden characters are allowed in --batch-folder for a local destination")
+  func batchFolderLocal() throws {
+    let folder = try TemporaryFolder()
+    for pattern in ["{date}:{time}", "x*", "drop {n}."] {
+      let command = try ArgumentParser.parse(
+        ["--batch-folder", pattern, "--to", folder.path("dest").path], environment: [:])
+      guard case .run(let options) = command else {
+        Issue.record("\(pattern) is not a run")
+        continue
+      }
+      #expect(options.batchFolder?.text == pattern)
+    }
+    // The default kiosk pattern is fine on SMB.
+    #expect(throws: Never.self) { try BatchFolderPattern.kioskDefault.checkForSMB() }
+  }
+
   @Test("An empty BROWSERDROP_SMB_PASSWORD counts as unset; the credential is used instead")
   func emptyPasswordVariable() throws {
     let folder = try TemporaryFolder()

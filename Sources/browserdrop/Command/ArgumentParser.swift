@@ -199,6 +199,9 @@ struct ArgumentParser {
       options.destination = try DestinationChoice.parse(
         destinationText, passwordFile: options.smbPasswordFile, environment: environment)
     }
+    if case .smb = options.destination, let pattern = options.batchFolder {
+      try pattern.checkForSMB()
+    }
     if options.smbPasswordFile != nil {
       guard case .smb(_, let credentials) = options.destination else {
         throw UsageError("--smb-password-file needs an smb:// destination in --to.")

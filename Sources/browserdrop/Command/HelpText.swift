@@ -23,6 +23,8 @@ enum HelpText {
       --batch-folder PATTERN  Put each batch in its own folder named after PATTERN, with
                               {date} (2025-03-14), {time} (09.26.53) and {n} (batch number).
                               Default "{date} {time}" in kiosk mode, none otherwise.
+                              With an smb:// destination the pattern may not hold
+                              \\ : * ? " < > | nor end in a dot or a space.
       --smb-password-file FILE
                               Read the SMB password from FILE (see SMB PASSWORDS).
 
