@@ -30,6 +30,14 @@ struct ArgumentTests {
     .init(arguments: ["--to", "ftp://host/x"], named: "--to"),
     .init(arguments: ["--to", "smb://"], named: "--to"),
     .init(arguments: ["--to", "smb://host"], named: "--to"),
+    .init(arguments: ["--to", "smb:nas/share"], named: "smb://"),
+    .init(arguments: ["--to", "smb:/nas/share"], named: "smb://"),
+    .init(arguments: ["--to", "SMB:nas/share"], named: "smb://"),
+    .init(arguments: ["--to", "smb://host:99999/share"], named: "65535"),
+    .init(arguments: ["--to", "smb://host:0/share"], named: "65535"),
+    .init(arguments: ["--to", "/etc/hostname"], named: "not a folder"),
+    .init(arguments: ["--to", "/etc/hostname/inbox"], named: "/etc/hostname is a file"),
+    .init(arguments: ["--to", "file:///etc/hostname"], named: "not a folder"),
     .init(arguments: ["--on-conflict", "merge"], named: "--on-conflict"),
     .init(arguments: ["--durability", "sometimes"], named: "--durability"),
     .init(arguments: ["--content-check", "mp3"], named: "--content-check"),
@@ -109,6 +117,12 @@ struct ArgumentTests {
   private static func expectRefused(_ refusal: Refusal) async throws {
     let result = try await CommandProcess.run(refusal.arguments)
     #expect(result.status == 2)
+    // Where a row checks a detail of the message, the flag (always the first) is named too.
+    if let flag = refusal.arguments.first?.split(separator: "=").first, flag.hasPrefix("--"),
+      !refusal.named.hasPrefix("-")
+    {
+      #expect(result.error.contains(flag), "\(result.error)")
+    }
     #expect(result.error.contains(refusal.named), "\(result.error)")
     #expect(result.error.contains("--help"), "\(result.error)")
     #expect(result.output.isEmpty)

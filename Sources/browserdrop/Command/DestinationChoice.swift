@@ -17,6 +17,10 @@ enum DestinationChoice: Sendable {
     let lowered = text.lowercased()
     // Error messages show the address with any password in it masked.
     let shown = hidingPassword(text)
+    if lowered.hasPrefix("smb:"), !lowered.hasPrefix("smb://") {
+      throw .badValue(
+        "--to", shown, "an SMB address starts with smb:// as in smb://[user@]host[:port]/share")
+    }
     if lowered.hasPrefix("smb://") {
       if shown != text {
         throw .badValue(
@@ -28,6 +32,9 @@ enum DestinationChoice: Sendable {
       do { probe = try SMBDestination(text) } catch {
         throw .badValue(
           "--to", shown, "an SMB address looks like smb://[user@]host[:port]/share[/path]")
+      }
+      guard (1...65535).contains(probe.port) else {
+        throw .badValue("--to", shown, "the port must be a number from 1 to 65535")
       }
       if !probe.credentials.isGuest {
         guard let password = try readPassword(file: passwordFile, environment: environment) else {
@@ -47,7 +54,7 @@ enum DestinationChoice: Sendable {
       guard let url = URL(string: text), url.isFileURL else {
         throw .badValue("--to", shown, "a folder path or an smb:// address")
       }
-      return .local(url.standardizedFileURL)
+      return .local(try checkedFolder(url.standardizedFileURL, shown: shown))
     }
     if let scheme = lowered.split(separator: ":", maxSplits: 1).first, lowered.contains("://"),
       scheme.allSatisfy({ $0.isLetter })
@@ -55,7 +62,27 @@ enum DestinationChoice: Sendable {
       throw .badValue("--to", shown, "only local folders and smb:// addresses are supported")
     }
     let expanded = PathText.expandingTilde(text)
-    return .local(URL(filePath: expanded, directoryHint: .isDirectory).standardizedFileURL)
+    let url = URL(filePath: expanded, directoryHint: .isDirectory).standardizedFileURL
+    return .local(try checkedFolder(url, shown: shown))
+  }
+
+  /// `url` when it is a folder or can become one: the nearest part of the path that exists must
+  /// be a folder, so a file given by mistake shows at start rather than at every forward.
+  private static func checkedFolder(_ url: URL, shown: String) throws(UsageError) -> URL {
+    var probe = url
+    while true {
+      var isDirectory = false
+      if FileManager.default.fileExists(atPath: probe.path, isDirectory: &isDirectory) {
+        guard isDirectory else {
+          let what = probe.path == url.path ? "it is a file" : "\(probe.path) is a file"
+          throw .badValue("--to", shown, "\(what), not a folder")
+        }
+        return url
+      }
+      let parent = probe.deletingLastPathComponent()
+      if parent.path == probe.path { return url }
+      probe = parent
+    }
   }
 
   /// The destination for one delivery; `subfolder` is the batch's own folder, when there is one.
