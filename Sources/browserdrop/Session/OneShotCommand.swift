@@ -65,7 +65,8 @@ struct OneShotCommand {
       destination = try choice.destination(subfolder: subfolder)
     } catch {
       let kept = KeptFolder.keep(folder, prefix: "unsent")
-      reporter.report(.forwardFailed(message: ForwardRun.message(for: error), staging: kept.path))
+      reporter.report(
+        .forwardFailed(message: ForwardRun.message(for: error, kiosk: false), staging: kept.path))
       return 1
     }
     reporter.setHint("Ctrl-C to stop forwarding (the files are kept)")
@@ -101,7 +102,8 @@ struct OneShotCommand {
       return 128 + number
     }
     if case .delivered(.failure(let error)) = result {
-      reporter.report(.forwardFailed(message: ForwardRun.message(for: error), staging: kept.path))
+      reporter.report(
+        .forwardFailed(message: ForwardRun.message(for: error, kiosk: false), staging: kept.path))
     }
     return 1
   }
