@@ -223,7 +223,56 @@ struct ArgumentTests {
       for name in flags {
         #expect(result.output.contains(name), "\(name) missing from --help")
       }
+      // Enough to use the tool without the README: every page text key, each event's fields,
+      // what a page of one's own must speak, and the browsers' cap on --max-concurrent.
+      for key in Self.pageStringKeys {
+        #expect(result.output.contains(key + ",") || result.output.contains(key + "."), "\(key)")
+      }
+      let fields = [
+        "listening         addresses: [{url, kind, interface}]",
+        "uploadStarted     path, size", "uploadFinished    path, size, mimeType (or null), kind",
+        "uploadFailed      path, reason", "addressesChanged  addresses",
+        "batchClosed       batch, files, bytes", "forwardStarted    destination",
+        "forwardProgress   files, totalFiles, bytes, totalBytes",
+        "forwarded         destination, files, bytes,", "renamed: [{from, to}]",
+        "forwardFailed     message, staging", "retrying          seconds",
+        "kept              staging, files, bytes", "stopped           message, staging",
+        "notice            message",
+        "protocol v1", "GET /config.json", "POST /upload?path=", "most 6 connections per host",
+      ]
+      for text in fields {
+        #expect(result.output.contains(text), "\(text) missing from --help")
+      }
     }
+  }
+
+  /// The keys of `DEFAULT_STRINGS` in the bundled page's script, read from Page/app.js.
+  static var pageStringKeys: [String] {
+    let script = URL(filePath: #filePath).deletingLastPathComponent()
+      .appending(path: "../../Page/app.js").standardizedFileURL
+    guard let text = try? String(contentsOf: script, encoding: .utf8),
+      let start = text.range(of: "const DEFAULT_STRINGS = {"),
+      let end = text[start.upperBound...].range(of: "};")
+    else {
+      Issue.record("DEFAULT_STRINGS not found in \(script.path)")
+      return []
+    }
+    return text[start.upperBound..<end.lowerBound].split(separator: "\n").compactMap { line in
+      line.firstMatch(of: /^\s*([A-Za-z]+):/).map { String($0.1) }
+    }
+  }
+
+  @Test("The bundled page has 22 text keys; an unknown one in --strings is refused by name")
+  func stringsKeys() async throws {
+    #expect(Self.pageStringKeys.count == 22, "\(Self.pageStringKeys)")
+    let folder = try TemporaryFolder()
+    let strings = folder.path("strings.json")
+    try Data(#"{"dropTitle": "Drop scans here", "dropTitel": "typo"}"#.utf8).write(to: strings)
+    let result = try await CommandProcess.run(["--strings", strings.path])
+    #expect(result.status == 2)
+    #expect(result.error.contains("--strings"), "\(result.error)")
+    #expect(result.error.contains("'dropTitel'"), "\(result.error)")
+    #expect(result.output.isEmpty)
   }
 
   @Test("--version prints the version and exits 0")

@@ -233,6 +233,22 @@ struct ParsingTests {
     }
   }
 
+  @Test("The command's page text keys are the bundled page's; a page of one's own takes any")
+  func pageStringKeys() throws {
+    #expect(PageStrings.keys == ArgumentTests.pageStringKeys)
+    let folder = try TemporaryFolder()
+    let strings = folder.path("strings.json")
+    try Data(#"{"ownKey": "for my page"}"#.utf8).write(to: strings)
+    let page = try folder.makeFile("page/index.html", size: 10).deletingLastPathComponent()
+    let command = try ArgumentParser.parse(
+      ["--strings", strings.path, "--page", page.path], environment: [:])
+    guard case .run(let options) = command else {
+      Issue.record("not a run")
+      return
+    }
+    #expect(options.pageSettings.strings == ["ownKey": "for my page"])
+  }
+
   @Test("SMB's forbidden characters are allowed in --batch-folder for a local destination")
   func batchFolderLocal() throws {
     let folder = try TemporaryFolder()

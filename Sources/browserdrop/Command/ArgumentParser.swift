@@ -192,6 +192,16 @@ struct ArgumentParser {
       default: break
       }
     }
+    // The bundled page ignores a key it doesn't know; a page of one's own may use any.
+    if options.pageDirectory == nil,
+      let unknown = options.pageSettings.strings.keys.sorted().first(where: {
+        !PageStrings.keys.contains($0)
+      })
+    {
+      throw UsageError(
+        "--strings: the page has no text named \(TerminalText.quoted(unknown)); the keys are "
+          + PageStrings.keys.joined(separator: ", ") + ".")
+    }
     if quietPeriodGiven, !options.kiosk {
       throw UsageError("--quiet-period only applies with --kiosk.")
     }
