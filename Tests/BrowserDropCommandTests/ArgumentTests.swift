@@ -366,6 +366,36 @@ struct ArgumentTests {
     #expect(try await Uploader.upload(elf, as: "song.mp3", port: relaxedPort) == 201)
   }
 
+  @Test("Start-up failures name the flag and the value: --bind, --staging")
+  func startFailuresNameTheFlag() async throws {
+    let folder = try TemporaryFolder()
+    // 192.0.2.1 (TEST-NET-1) is no address of this machine: bind() fails, nothing is sent.
+    for extra in [[], ["--kiosk", "--to", folder.path("dest").path]] {
+      let bind = try await CommandProcess.run(
+        ["--bind", "192.0.2.1", "--port", "0", "--staging", folder.path("a").path] + extra)
+      #expect(bind.status == 1)
+      #expect(bind.error.contains("--bind") && bind.error.contains("192.0.2.1"), "\(bind.error)")
+      #expect(!bind.error.contains("port 0"), "\(bind.error)")
+    }
+    let json = try await CommandProcess.run([
+      "--json", "--bind", "192.0.2.1", "--port", "0", "--staging", folder.path("a").path,
+    ])
+    #expect(json.status == 1)
+    #expect(json.output.contains(#""event":"stopped""#) && json.output.contains("--bind"))
+    let file = try folder.makeFile("a-file", size: 1)
+    for (staging, detail) in [("/proc/x", "/proc/x"), (file.path + "/x", file.path)] {
+      for extra in [[], ["--kiosk", "--to", folder.path("dest").path]] {
+        let result = try await CommandProcess.run(
+          ["--bind", "127.0.0.1", "--port", "0", "--staging", staging] + extra)
+        #expect(result.status == 1)
+        for text in ["--staging", staging, detail, "can't be created"] {
+          #expect(result.error.contains(text), "\(text) missing: \(result.error)")
+        }
+        #expect(!result.error.contains("doesn’t exist"), "\(result.error)")
+      }
+    }
+  }
+
   @Test("A taken port is a runtime failure (exit 1) with a sentence, not a usage error")
   func portTaken() async throws {
     let folder = try TemporaryFolder()

@@ -31,7 +31,7 @@ struct KioskCommand {
         return fail("Another browserdrop is using the staging folder \(root.path).")
       }
     } catch {
-      return fail("Can't use the staging folder \(root.path): \(error.operationFailureText)")
+      return fail(StartFailure.message(for: error, options: options))
     }
     let outbox = Outbox(stagingRoot: root)
     let pattern = options.effectiveBatchFolder ?? .kioskDefault
@@ -69,7 +69,7 @@ struct KioskCommand {
         session = try await LiveSession.start(
           configuration: options.serverConfiguration(port: port), reporter: reporter)
       } catch {
-        if first { return fail(String(describing: error)) }
+        if first { return fail(StartFailure.message(for: error, options: options)) }
         reporter.report(.notice("Can't start the next session yet: \(error)"))
         try? await Task.sleep(for: .seconds(2))
         continue

@@ -16,8 +16,7 @@ struct OneShotCommand {
     do {
       ownsStaging = try StagingLock.acquire(root: options.stagingRoot)
     } catch {
-      return fail(
-        "Can't use the staging folder \(options.stagingRoot.path): \(error.operationFailureText)")
+      return fail(StartFailure.message(for: error, options: options))
     }
     // Another browserdrop uses this staging folder: its session folders are not leftovers.
     if ownsStaging {
@@ -28,7 +27,7 @@ struct OneShotCommand {
       session = try await LiveSession.start(
         configuration: options.serverConfiguration(port: options.port), reporter: reporter)
     } catch {
-      return fail(String(describing: error))
+      return fail(StartFailure.message(for: error, options: options))
     }
     reporter.report(.listening(session.addresses))
     reporter.setHint("press Enter or Ctrl-C to finish")
@@ -40,7 +39,7 @@ struct OneShotCommand {
     do {
       folder = try await session.finish()
     } catch {
-      return fail(String(describing: error))
+      return fail(StartFailure.message(for: error, options: options))
     }
     guard let folder else {
       reporter.report(.nothingArrived)
