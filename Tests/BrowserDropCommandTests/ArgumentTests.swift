@@ -275,6 +275,28 @@ struct ArgumentTests {
     #expect(result.output.isEmpty)
   }
 
+  @Test("--help, -h and --version win over other mistakes, as in swift-argument-parser")
+  func helpWins() async throws {
+    let cases: [(arguments: [String], version: Bool)] = [
+      (["--help", "--frobnicate"], false), (["--frobnicate", "--help"], false),
+      (["--port", "--help"], false), (["--to", "-h"], false), (["stray", "-h"], false),
+      (["--json=yes", "--help"], false), (["--kiosk", "--help"], false),
+      (["--version", "--frobnicate"], true), (["--port", "--version"], true),
+      (["--max-file-size", "12X", "--version"], true),
+    ]
+    for (arguments, version) in cases {
+      let result = try await CommandProcess.run(arguments)
+      #expect(result.status == 0, "\(arguments): \(result.error)")
+      #expect(result.error.isEmpty, "\(arguments): \(result.error)")
+      #expect(
+        version ? result.output.hasPrefix("browserdrop ") : result.output.contains("USAGE:"),
+        "\(arguments)")
+    }
+    // After "--" nothing is an option: a stray --help there is refused like any argument.
+    let after = try await CommandProcess.run(["--", "--help"])
+    #expect(after.status == 2)
+  }
+
   @Test("--version prints the version and exits 0")
   func version() async throws {
     let result = try await CommandProcess.run(["--version"])

@@ -57,6 +57,11 @@ struct ArgumentParser {
   ) throws(UsageError)
     -> ParsedCommand
   {
+    // Like swift-argument-parser, -h, --help and --version win over any other mistake
+    // (`--help --frobnicate`, `--port --help`); only what follows `--` is not an option.
+    let beforeEnd = arguments.prefix { $0 != "--" }
+    if beforeEnd.contains(where: { $0 == "-h" || $0 == "--help" }) { return .help }
+    if beforeEnd.contains("--version") { return .version }
     var values: [(flag: String, value: String?)] = []
     var index = 0
     while index < arguments.count {
@@ -104,9 +109,7 @@ struct ArgumentParser {
         }
       }
     }
-    if values.contains(where: { $0.flag == "--help" }) { return .help }
-    if values.contains(where: { $0.flag == "--version" }) { return .version }
-    return .run(try options(from: values, environment: environment))
+    return .run(try Self.options(from: values, environment: environment))
   }
 
   private static func looksLikeOption(_ text: String) -> Bool {
