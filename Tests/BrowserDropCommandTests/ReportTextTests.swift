@@ -19,6 +19,33 @@ struct ReportTextTests {
     text.unicodeScalars.contains(where: TerminalText.isUnsafe)
   }
 
+  @Test("Counts and verbs agree: 2 batches wait, 1 batch waits, 1 file is")
+  func wording() {
+    #expect(ReportText.count(2, "batch") == "2 batches")
+    #expect(ReportText.count(1, "batch") == "1 batch")
+    #expect(ReportText.count(0, "file") == "0 files")
+    #expect(ReportText.count(1, "file") == "1 file")
+    #expect(
+      KioskCommand.stoppedMessage(waiting: 2)
+        == "Stopped. 2 batches wait in the outbox and will be forwarded at the next start.")
+    #expect(
+      KioskCommand.stoppedMessage(waiting: 1)
+        == "Stopped. 1 batch waits in the outbox and will be forwarded at the next start.")
+    #expect(KioskCommand.stoppedMessage(waiting: 0) == "Stopped.")
+    #expect(
+      KioskCommand.recoveredMessage(batches: 3)
+        == "3 batches from an earlier run wait in the outbox; forwarding them first.")
+    #expect(
+      KioskCommand.recoveredMessage(batches: 1)
+        == "1 batch from an earlier run waits in the outbox; forwarding it first.")
+    #expect(
+      ReportText.lines(for: .kept(staging: "/srv/received", files: 1, bytes: 1))
+        == ["Received 1 file (1 B); it is in /srv/received"])
+    #expect(
+      ReportText.lines(for: .kept(staging: "/srv/received", files: 2, bytes: 2))
+        == ["Received 2 files (2 B); they are in /srv/received"])
+  }
+
   @Test("Control characters, bidirectional overrides and separators become visible escapes")
   func escaping() {
     let escaped = TerminalText.escaped(Self.hostile)
