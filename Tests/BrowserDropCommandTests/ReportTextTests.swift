@@ -19,6 +19,29 @@ struct ReportTextTests {
     text.unicodeScalars.contains(where: TerminalText.isUnsafe)
   }
 
+  @Test("The QR code has a quiet zone of 4 light modules on every side")
+  func qrQuietZone() throws {
+    let lines = try #require(QRCode.lines(for: "http://192.168.1.20:8080/"))
+    // Each line is two module rows; strip the colour codes to see the cells.
+    let cells = lines.map { line in
+      Array(line.replacing("\u{1B}[30;107m", with: "").replacing("\u{1B}[0m", with: ""))
+    }
+    let width = try #require(cells.first?.count)
+    #expect(cells.allSatisfy { $0.count == width })
+    let modules = width - 8
+    #expect(modules >= 21 && (modules - 21) % 4 == 0, "QR side \(modules)")
+    // Top: two lines (four module rows) of light; bottom: at least as many.
+    #expect(cells.prefix(2).allSatisfy { $0.allSatisfy { $0 == " " } })
+    #expect(!cells[2].allSatisfy { $0 == " " })
+    let lastDark = try #require(cells.lastIndex { $0.contains { $0 != " " } })
+    #expect(cells[lastDark].allSatisfy { $0 == " " || $0 == "▀" }, "lower half must be light")
+    #expect(cells.count - 1 - lastDark == 2)
+    // Left and right: four light columns, and the code's finder patterns right inside them.
+    #expect(cells.allSatisfy { $0.prefix(4).allSatisfy { $0 == " " } })
+    #expect(cells.allSatisfy { $0.suffix(4).allSatisfy { $0 == " " } })
+    #expect(cells.contains { $0[4] != " " } && cells.contains { $0[width - 5] != " " })
+  }
+
   @Test("Counts and verbs agree: 2 batches wait, 1 batch waits, 1 file is")
   func wording() {
     #expect(ReportText.count(2, "batch") == "2 batches")
