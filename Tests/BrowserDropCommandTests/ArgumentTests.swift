@@ -30,6 +30,14 @@ struct ArgumentTests {
     .init(arguments: ["--to", "ftp://host/x"], named: "--to"),
     .init(arguments: ["--to", "smb://"], named: "--to"),
     .init(arguments: ["--to", "smb://host"], named: "--to"),
+    .init(arguments: ["--to", "smb:nas/share"], named: "smb://"),
+    .init(arguments: ["--to", "smb:/nas/share"], named: "smb://"),
+    .init(arguments: ["--to", "SMB:nas/share"], named: "smb://"),
+    .init(arguments: ["--to", "smb://host:99999/share"], named: "65535"),
+    .init(arguments: ["--to", "smb://host:0/share"], named: "65535"),
+    .init(arguments: ["--to", "/etc/hostname"], named: "not a folder"),
+    .init(arguments: ["--to", "/etc/hostname/inbox"], named: "/etc/hostname is a file"),
+    .init(arguments: ["--to", "file:///etc/hostname"], named: "not a folder"),
     .init(arguments: ["--on-conflict", "merge"], named: "--on-conflict"),
     .init(arguments: ["--durability", "sometimes"], named: "--durability"),
     .init(arguments: ["--content-check", "mp3"], named: "--content-check"),
@@ -109,11 +117,71 @@ struct ArgumentTests {
   private static func expectRefused(_ refusal: Refusal) async throws {
     let result = try await CommandProcess.run(refusal.arguments)
     #expect(result.status == 2)
+    // Where a row checks a detail of the message, the flag (always the first) is named too.
+    if let flag = refusal.arguments.first?.split(separator: "=").first, flag.hasPrefix("--"),
+      !refusal.named.hasPrefix("-")
+    {
+      #expect(result.error.contains(flag), "\(result.error)")
+    }
     #expect(result.error.contains(refusal.named), "\(result.error)")
     #expect(result.error.contains("--help"), "\(result.error)")
     #expect(result.output.isEmpty)
     // A password typed into the address is refused without being repeated.
     #expect(!result.error.contains("hunter2"), "\(result.error)")
+  }
+
+  @Test("An SMB user with no password from any source is refused at start, naming the three ways")
+  func smbUserWithoutPassword() async throws {
+    let folder = try TemporaryFolder()
+    let emptyCredentials = folder.path("credentials")
+    try FileManager.default.createDirectory(at: emptyCredentials, withIntermediateDirectories: true)
+    let environments: [[String: String]] = [
+      [:], ["BROWSERDROP_SMB_PASSWORD": ""],
+      ["CREDENTIALS_DIRECTORY": emptyCredentials.path],
+    ]
+    for environment in environments {
+      let result = try await CommandProcess.run(
+        ["--to", "smb://dropper@127.0.0.1/share", "--port", "0", "--bind", "127.0.0.1"],
+        environment: environment)
+      #expect(result.status == 2, "\(environment)")
+      #expect(result.output.isEmpty)
+      for name in [
+        "--to", "dropper", "BROWSERDROP_SMB_PASSWORD", "--smb-password-file", "smb-password",
+        "CREDENTIALS_DIRECTORY",
+      ] {
+        #expect(result.error.contains(name), "\(name) missing: \(result.error)")
+      }
+    }
+    // An empty password file is no password either, and the file's flag is named.
+    let empty = folder.path("empty-password")
+    try Data().write(to: empty)
+    let result = try await CommandProcess.run([
+      "--to", "smb://dropper@127.0.0.1/share", "--smb-password-file", empty.path,
+    ])
+    #expect(result.status == 2)
+    #expect(result.error.contains("--smb-password-file"), "\(result.error)")
+    #expect(result.error.contains("empty"), "\(result.error)")
+  }
+
+  @Test("With an SMB destination, --batch-folder refuses what SMB forbids in a name")
+  func batchFolderForSMB() async throws {
+    let cases: [(pattern: String, named: String)] = [
+      ("{date}:{time}", "':'"), ("x*", "'*'"), (#"a\b"#, #"'\'"#), ("why?", "'?'"),
+      (#"say "hi""#, #"'"'"#), ("<{n}>", "'<'"), ("a|b", "'|'"), ("drop {n}.", "a dot"),
+      ("{date} ", "a space"),
+    ]
+    for (pattern, named) in cases {
+      for arguments in [
+        ["--batch-folder", pattern, "--to", "smb://127.0.0.1/guest"],
+        ["--to=smb://127.0.0.1/guest", "--batch-folder=\(pattern)", "--kiosk"],
+      ] {
+        let result = try await CommandProcess.run(arguments)
+        #expect(result.status == 2, "\(arguments)")
+        #expect(result.error.contains("--batch-folder"), "\(result.error)")
+        #expect(result.error.contains(named), "\(named) missing: \(result.error)")
+        #expect(result.output.isEmpty)
+      }
+    }
   }
 
   @Test("An unknown flag close to a real one gets a suggestion")
@@ -155,7 +223,78 @@ struct ArgumentTests {
       for name in flags {
         #expect(result.output.contains(name), "\(name) missing from --help")
       }
+      // Enough to use the tool without the README: every page text key, each event's fields,
+      // what a page of one's own must speak, and the browsers' cap on --max-concurrent.
+      for key in Self.pageStringKeys {
+        #expect(result.output.contains(key + ",") || result.output.contains(key + "."), "\(key)")
+      }
+      let fields = [
+        "listening         addresses: [{url, kind, interface}]",
+        "uploadStarted     path, size", "uploadFinished    path, size, mimeType (or null), kind",
+        "uploadFailed      path, reason", "addressesChanged  addresses",
+        "batchClosed       batch, files, bytes", "forwardStarted    destination",
+        "forwardProgress   files, totalFiles, bytes, totalBytes",
+        "forwarded         destination, files, bytes,", "renamed: [{from, to}]",
+        "forwardFailed     message, staging", "retrying          seconds",
+        "kept              staging, files, bytes", "stopped           message, staging",
+        "notice            message",
+        "protocol v1", "GET /config.json", "POST /upload?path=", "most 6 connections per host",
+      ]
+      for text in fields {
+        #expect(result.output.contains(text), "\(text) missing from --help")
+      }
     }
+  }
+
+  /// The keys of `DEFAULT_STRINGS` in the bundled page's script, read from Page/app.js.
+  static var pageStringKeys: [String] {
+    let script = URL(filePath: #filePath).deletingLastPathComponent()
+      .appending(path: "../../Page/app.js").standardizedFileURL
+    guard let text = try? String(contentsOf: script, encoding: .utf8),
+      let start = text.range(of: "const DEFAULT_STRINGS = {"),
+      let end = text[start.upperBound...].range(of: "};")
+    else {
+      Issue.record("DEFAULT_STRINGS not found in \(script.path)")
+      return []
+    }
+    return text[start.upperBound..<end.lowerBound].split(separator: "\n").compactMap { line in
+      line.firstMatch(of: /^\s*([A-Za-z]+):/).map { String($0.1) }
+    }
+  }
+
+  @Test("The bundled page has 22 text keys; an unknown one in --strings is refused by name")
+  func stringsKeys() async throws {
+    #expect(Self.pageStringKeys.count == 22, "\(Self.pageStringKeys)")
+    let folder = try TemporaryFolder()
+    let strings = folder.path("strings.json")
+    try Data(#"{"dropTitle": "Drop scans here", "dropTitel": "typo"}"#.utf8).write(to: strings)
+    let result = try await CommandProcess.run(["--strings", strings.path])
+    #expect(result.status == 2)
+    #expect(result.error.contains("--strings"), "\(result.error)")
+    #expect(result.error.contains("'dropTitel'"), "\(result.error)")
+    #expect(result.output.isEmpty)
+  }
+
+  @Test("--help, -h and --version win over other mistakes, as in swift-argument-parser")
+  func helpWins() async throws {
+    let cases: [(arguments: [String], version: Bool)] = [
+      (["--help", "--frobnicate"], false), (["--frobnicate", "--help"], false),
+      (["--port", "--help"], false), (["--to", "-h"], false), (["stray", "-h"], false),
+      (["--json=yes", "--help"], false), (["--kiosk", "--help"], false),
+      (["--version", "--frobnicate"], true), (["--port", "--version"], true),
+      (["--max-file-size", "12X", "--version"], true),
+    ]
+    for (arguments, version) in cases {
+      let result = try await CommandProcess.run(arguments)
+      #expect(result.status == 0, "\(arguments): \(result.error)")
+      #expect(result.error.isEmpty, "\(arguments): \(result.error)")
+      #expect(
+        version ? result.output.hasPrefix("browserdrop ") : result.output.contains("USAGE:"),
+        "\(arguments)")
+    }
+    // After "--" nothing is an option: a stray --help there is refused like any argument.
+    let after = try await CommandProcess.run(["--", "--help"])
+    #expect(after.status == 2)
   }
 
   @Test("--version prints the version and exits 0")
@@ -247,6 +386,36 @@ struct ArgumentTests {
     let relaxedPort = try await relaxed.listeningPort()
     // With checking off, even an executable named as a song is taken as it is.
     #expect(try await Uploader.upload(elf, as: "song.mp3", port: relaxedPort) == 201)
+  }
+
+  @Test("Start-up failures name the flag and the value: --bind, --staging")
+  func startFailuresNameTheFlag() async throws {
+    let folder = try TemporaryFolder()
+    // 192.0.2.1 (TEST-NET-1) is no address of this machine: bind() fails, nothing is sent.
+    for extra in [[], ["--kiosk", "--to", folder.path("dest").path]] {
+      let bind = try await CommandProcess.run(
+        ["--bind", "192.0.2.1", "--port", "0", "--staging", folder.path("a").path] + extra)
+      #expect(bind.status == 1)
+      #expect(bind.error.contains("--bind") && bind.error.contains("192.0.2.1"), "\(bind.error)")
+      #expect(!bind.error.contains("port 0"), "\(bind.error)")
+    }
+    let json = try await CommandProcess.run([
+      "--json", "--bind", "192.0.2.1", "--port", "0", "--staging", folder.path("a").path,
+    ])
+    #expect(json.status == 1)
+    #expect(json.output.contains(#""event":"stopped""#) && json.output.contains("--bind"))
+    let file = try folder.makeFile("a-file", size: 1)
+    for (staging, detail) in [("/proc/x", "/proc/x"), (file.path + "/x", file.path)] {
+      for extra in [[], ["--kiosk", "--to", folder.path("dest").path]] {
+        let result = try await CommandProcess.run(
+          ["--bind", "127.0.0.1", "--port", "0", "--staging", staging] + extra)
+        #expect(result.status == 1)
+        for text in ["--staging", staging, detail, "can't be created"] {
+          #expect(result.error.contains(text), "\(text) missing: \(result.error)")
+        }
+        #expect(!result.error.contains("doesn’t exist"), "\(result.error)")
+      }
+    }
   }
 
   @Test("A taken port is a runtime failure (exit 1) with a sentence, not a usage error")

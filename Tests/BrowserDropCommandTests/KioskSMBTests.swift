@@ -132,7 +132,9 @@ struct KioskSMBTests {
     let failed = try await command.waitForEvent("forwardFailed", timeout: 60)
     #expect(
       failed.string("message")
-        == "127.0.0.1 rejected the user name or password. Check them and try again.")
+        == "127.0.0.1 rejected the user name or password. Check the user in --to and the "
+        + "password (BROWSERDROP_SMB_PASSWORD, --smb-password-file or the smb-password credential)."
+    )
     try await command.waitForEvent("retrying")
     command.send(SIGTERM)
     #expect(try await command.waitForExit() == 0)

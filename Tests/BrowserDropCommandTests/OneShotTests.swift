@@ -307,6 +307,10 @@ struct OneShotTests {
       #expect(status == 1)
       #expect(last.event == "forwardFailed")
       #expect(last.string("message")?.contains("report.pdf") == true)
+      // Advice this command can follow, not the library's buttons.
+      let message = last.string("message") ?? ""
+      #expect(message.contains("Use --on-conflict rename or replace"), "\(message)")
+      #expect(!message.contains("Keep Both"), "\(message)")
       let staging = try #require(last.string("staging"))
       #expect(TemporaryFolder.files(in: URL(filePath: staging)) == ["report.pdf"])
       #expect(try Data(contentsOf: dest.appending(path: "report.pdf")) == oldData)

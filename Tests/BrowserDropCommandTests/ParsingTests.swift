@@ -233,6 +233,61 @@ struct ParsingTests {
     }
   }
 
+  @Test("The command's page text keys are the bundled page's; a page of one's own takes any")
+  func pageStringKeys() throws {
+    #expect(PageStrings.keys == ArgumentTests.pageStringKeys)
+    let folder = try TemporaryFolder()
+    let strings = folder.path("strings.json")
+    try Data(#"{"ownKey": "for my page"}"#.utf8).write(to: strings)
+    let page = try folder.makeFile("page/index.html", size: 10).deletingLastPathComponent()
+    let command = try ArgumentParser.parse(
+      ["--strings", strings.path, "--page", page.path], environment: [:])
+    guard case .run(let options) = command else {
+      Issue.record("not a run")
+      return
+    }
+    #expect(options.pageSettings.strings == ["ownKey": "for my page"])
+  }
+
+  @Test("SMB's forbidden characters are allowed in --batch-folder for a local destination")
+  func batchFolderLocal() throws {
+    let folder = try TemporaryFolder()
+    for pattern in ["{date}:{time}", "x*", "drop {n}."] {
+      let command = try ArgumentParser.parse(
+        ["--batch-folder", pattern, "--to", folder.path("dest").path], environment: [:])
+      guard case .run(let options) = command else {
+        Issue.record("\(pattern) is not a run")
+        continue
+      }
+      #expect(options.batchFolder?.text == pattern)
+    }
+    // The default kiosk pattern is fine on SMB.
+    #expect(throws: Never.self) { try BatchFolderPattern.kioskDefault.checkForSMB() }
+  }
+
+  @Test("An empty BROWSERDROP_SMB_PASSWORD counts as unset; the credential is used instead")
+  func emptyPasswordVariable() throws {
+    let folder = try TemporaryFolder()
+    let credentials = folder.path("credentials")
+    try FileManager.default.createDirectory(at: credentials, withIntermediateDirectories: true)
+    try Data("from-credential\n".utf8).write(to: credentials.appending(path: "smb-password"))
+    let arguments = ["--to", "smb://anna@127.0.0.1/share"]
+    let command = try ArgumentParser.parse(
+      arguments,
+      environment: ["BROWSERDROP_SMB_PASSWORD": "", "CREDENTIALS_DIRECTORY": credentials.path])
+    guard case .run(let options) = command, case .smb(_, let found) = options.destination else {
+      Issue.record("not an SMB run")
+      return
+    }
+    #expect(found?.username == "anna")
+    do {
+      _ = try ArgumentParser.parse(arguments, environment: ["BROWSERDROP_SMB_PASSWORD": ""])
+      Issue.record("an empty variable and nothing else was accepted")
+    } catch {
+      #expect(error.message.hasPrefix("--to names the user"), "\(error.message)")
+    }
+  }
+
   @Test("A password inside the --to address is refused and never shown")
   func passwordInTheAddress() {
     for address in [

@@ -19,6 +19,56 @@ struct ReportTextTests {
     text.unicodeScalars.contains(where: TerminalText.isUnsafe)
   }
 
+  @Test("The QR code has a quiet zone of 4 light modules on every side")
+  func qrQuietZone() throws {
+    let lines = try #require(QRCode.lines(for: "http://192.168.1.20:8080/"))
+    // Each line is two module rows; strip the colour codes to see the cells.
+    let cells = lines.map { line in
+      Array(line.replacing("\u{1B}[30;107m", with: "").replacing("\u{1B}[0m", with: ""))
+    }
+    let width = try #require(cells.first?.count)
+    #expect(cells.allSatisfy { $0.count == width })
+    let modules = width - 8
+    #expect(modules >= 21 && (modules - 21) % 4 == 0, "QR side \(modules)")
+    // Top: two lines (four module rows) of light; bottom: at least as many.
+    #expect(cells.prefix(2).allSatisfy { $0.allSatisfy { $0 == " " } })
+    #expect(!cells[2].allSatisfy { $0 == " " })
+    let lastDark = try #require(cells.lastIndex { $0.contains { $0 != " " } })
+    #expect(cells[lastDark].allSatisfy { $0 == " " || $0 == "▀" }, "lower half must be light")
+    #expect(cells.count - 1 - lastDark == 2)
+    // Left and right: four light columns, and the code's finder patterns right inside them.
+    #expect(cells.allSatisfy { $0.prefix(4).allSatisfy { $0 == " " } })
+    #expect(cells.allSatisfy { $0.suffix(4).allSatisfy { $0 == " " } })
+    #expect(cells.contains { $0[4] != " " } && cells.contains { $0[width - 5] != " " })
+  }
+
+  @Test("Counts and verbs agree: 2 batches wait, 1 batch waits, 1 file is")
+  func wording() {
+    #expect(ReportText.count(2, "batch") == "2 batches")
+    #expect(ReportText.count(1, "batch") == "1 batch")
+    #expect(ReportText.count(0, "file") == "0 files")
+    #expect(ReportText.count(1, "file") == "1 file")
+    #expect(
+      KioskCommand.stoppedMessage(waiting: 2)
+        == "Stopped. 2 batches wait in the outbox and will be forwarded at the next start.")
+    #expect(
+      KioskCommand.stoppedMessage(waiting: 1)
+        == "Stopped. 1 batch waits in the outbox and will be forwarded at the next start.")
+    #expect(KioskCommand.stoppedMessage(waiting: 0) == "Stopped.")
+    #expect(
+      KioskCommand.recoveredMessage(batches: 3)
+        == "3 batches from an earlier run wait in the outbox; forwarding them first.")
+    #expect(
+      KioskCommand.recoveredMessage(batches: 1)
+        == "1 batch from an earlier run waits in the outbox; forwarding it first.")
+    #expect(
+      ReportText.lines(for: .kept(staging: "/srv/received", files: 1, bytes: 1))
+        == ["Received 1 file (1 B); it is in /srv/received"])
+    #expect(
+      ReportText.lines(for: .kept(staging: "/srv/received", files: 2, bytes: 2))
+        == ["Received 2 files (2 B); they are in /srv/received"])
+  }
+
   @Test("Control characters, bidirectional overrides and separators become visible escapes")
   func escaping() {
     let escaped = TerminalText.escaped(Self.hostile)

@@ -57,6 +57,11 @@ struct ArgumentParser {
   ) throws(UsageError)
     -> ParsedCommand
   {
+    // Like swift-argument-parser, -h, --help and --version win over any other mistake
+    // (`--help --frobnicate`, `--port --help`); only what follows `--` is not an option.
+    let beforeEnd = arguments.prefix { $0 != "--" }
+    if beforeEnd.contains(where: { $0 == "-h" || $0 == "--help" }) { return .help }
+    if beforeEnd.contains("--version") { return .version }
     var values: [(flag: String, value: String?)] = []
     var index = 0
     while index < arguments.count {
@@ -104,9 +109,7 @@ struct ArgumentParser {
         }
       }
     }
-    if values.contains(where: { $0.flag == "--help" }) { return .help }
-    if values.contains(where: { $0.flag == "--version" }) { return .version }
-    return .run(try options(from: values, environment: environment))
+    return .run(try Self.options(from: values, environment: environment))
   }
 
   private static func looksLikeOption(_ text: String) -> Bool {
@@ -192,12 +195,25 @@ struct ArgumentParser {
       default: break
       }
     }
+    // The bundled page ignores a key it doesn't know; a page of one's own may use any.
+    if options.pageDirectory == nil,
+      let unknown = options.pageSettings.strings.keys.sorted().first(where: {
+        !PageStrings.keys.contains($0)
+      })
+    {
+      throw UsageError(
+        "--strings: the page has no text named \(TerminalText.quoted(unknown)); the keys are "
+          + PageStrings.keys.joined(separator: ", ") + ".")
+    }
     if quietPeriodGiven, !options.kiosk {
       throw UsageError("--quiet-period only applies with --kiosk.")
     }
     if let destinationText {
       options.destination = try DestinationChoice.parse(
         destinationText, passwordFile: options.smbPasswordFile, environment: environment)
+    }
+    if case .smb = options.destination, let pattern = options.batchFolder {
+      try pattern.checkForSMB()
     }
     if options.smbPasswordFile != nil {
       guard case .smb(_, let credentials) = options.destination else {

@@ -37,6 +37,30 @@ struct BatchFolderPattern: Sendable, Equatable {
     self.text = text
   }
 
+  /// Refuses what an SMB share would refuse in every folder made from this pattern: the
+  /// characters `\ : * ? " < > |` and a trailing dot or space. Placeholders expand to digits,
+  /// dashes and dots between digits, so only the literal text is checked.
+  func checkForSMB() throws(UsageError) {
+    let flag = "--batch-folder"
+    var literal = ""
+    var rest = Substring(text)
+    while let open = rest.firstIndex(of: "{"), let close = rest[open...].firstIndex(of: "}") {
+      literal += rest[..<open]
+      rest = rest[rest.index(after: close)...]
+    }
+    literal += rest
+    if let bad = literal.first(where: { "\\:*?\"<>|".contains($0) }) {
+      throw .badValue(
+        flag, text,
+        "SMB doesn't allow the character \(TerminalText.quoted(String(bad))) in a name; "
+          + "leave out \\ : * ? \" < > |")
+    }
+    if let last = text.last, last == "." || last == " " {
+      throw .badValue(
+        flag, text, "SMB doesn't allow a name ending in \(last == "." ? "a dot" : "a space")")
+    }
+  }
+
   /// The folder name for batch number `number` closed at `date` (local time).
   func folderName(date: Date, number: Int) -> String {
     // The system's time zone (TZ, /etc/localtime): FoundationEssentials' TimeZone.current is GMT.

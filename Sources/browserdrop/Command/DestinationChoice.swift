@@ -17,6 +17,10 @@ enum DestinationChoice: Sendable {
     let lowered = text.lowercased()
     // Error messages show the address with any password in it masked.
     let shown = hidingPassword(text)
+    if lowered.hasPrefix("smb:"), !lowered.hasPrefix("smb://") {
+      throw .badValue(
+        "--to", shown, "an SMB address starts with smb:// as in smb://[user@]host[:port]/share")
+    }
     if lowered.hasPrefix("smb://") {
       if shown != text {
         throw .badValue(
@@ -29,8 +33,17 @@ enum DestinationChoice: Sendable {
         throw .badValue(
           "--to", shown, "an SMB address looks like smb://[user@]host[:port]/share[/path]")
       }
+      guard (1...65535).contains(probe.port) else {
+        throw .badValue("--to", shown, "the port must be a number from 1 to 65535")
+      }
       if !probe.credentials.isGuest {
-        let password = try readPassword(file: passwordFile, environment: environment) ?? ""
+        guard let password = try readPassword(file: passwordFile, environment: environment) else {
+          throw UsageError(
+            "--to names the user \(TerminalText.quoted(probe.credentials.username)) but no SMB "
+              + "password was given: set BROWSERDROP_SMB_PASSWORD, pass --smb-password-file FILE, "
+              + "or provide the systemd credential smb-password "
+              + "($CREDENTIALS_DIRECTORY/smb-password).")
+        }
         return .smb(
           address: text,
           credentials: Credentials(username: probe.credentials.username, password: password))
@@ -41,7 +54,7 @@ enum DestinationChoice: Sendable {
       guard let url = URL(string: text), url.isFileURL else {
         throw .badValue("--to", shown, "a folder path or an smb:// address")
       }
-      return .local(url.standardizedFileURL)
+      return .local(try checkedFolder(url.standardizedFileURL, shown: shown))
     }
     if let scheme = lowered.split(separator: ":", maxSplits: 1).first, lowered.contains("://"),
       scheme.allSatisfy({ $0.isLetter })
@@ -49,7 +62,27 @@ enum DestinationChoice: Sendable {
       throw .badValue("--to", shown, "only local folders and smb:// addresses are supported")
     }
     let expanded = PathText.expandingTilde(text)
-    return .local(URL(filePath: expanded, directoryHint: .isDirectory).standardizedFileURL)
+    let url = URL(filePath: expanded, directoryHint: .isDirectory).standardizedFileURL
+    return .local(try checkedFolder(url, shown: shown))
+  }
+
+  /// `url` when it is a folder or can become one: the nearest part of the path that exists must
+  /// be a folder, so a file given by mistake shows at start rather than at every forward.
+  private static func checkedFolder(_ url: URL, shown: String) throws(UsageError) -> URL {
+    var probe = url
+    while true {
+      var isDirectory = false
+      if FileManager.default.fileExists(atPath: probe.path, isDirectory: &isDirectory) {
+        guard isDirectory else {
+          let what = probe.path == url.path ? "it is a file" : "\(probe.path) is a file"
+          throw .badValue("--to", shown, "\(what), not a folder")
+        }
+        return url
+      }
+      let parent = probe.deletingLastPathComponent()
+      if parent.path == probe.path { return url }
+      probe = parent
+    }
   }
 
   /// The destination for one delivery; `subfolder` is the batch's own folder, when there is one.
@@ -89,15 +122,20 @@ enum DestinationChoice: Sendable {
       guard let text = String(data: data, encoding: .utf8) else {
         throw .badValue("--smb-password-file", file, "the file must hold UTF-8 text")
       }
-      return trimmingOneNewline(text)
+      let password = trimmingOneNewline(text)
+      guard !password.isEmpty else {
+        throw .badValue("--smb-password-file", file, "the file is empty; it must hold the password")
+      }
+      return password
     }
-    if let password = environment["BROWSERDROP_SMB_PASSWORD"] {
+    // An empty variable counts as unset.
+    if let password = environment["BROWSERDROP_SMB_PASSWORD"], !password.isEmpty {
       return password
     }
     if let directory = environment["CREDENTIALS_DIRECTORY"] {
       let path = URL(filePath: directory).appending(path: "smb-password").path
       if let data = FileManager.default.contents(atPath: path),
-        let text = String(data: data, encoding: .utf8)
+        let text = String(data: data, encoding: .utf8), !trimmingOneNewline(text).isEmpty
       {
         return trimmingOneNewline(text)
       }

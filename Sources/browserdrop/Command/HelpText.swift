@@ -23,6 +23,8 @@ enum HelpText {
       --batch-folder PATTERN  Put each batch in its own folder named after PATTERN, with
                               {date} (2025-03-14), {time} (09.26.53) and {n} (batch number).
                               Default "{date} {time}" in kiosk mode, none otherwise.
+                              With an smb:// destination the pattern may not hold
+                              \\ : * ? " < > | nor end in a dot or a space.
       --smb-password-file FILE
                               Read the SMB password from FILE (see SMB PASSWORDS).
 
@@ -33,7 +35,8 @@ enum HelpText {
       --staging DIR           Where uploads wait (default: browserdrop in the temp folder).
                               Leftovers of crashed sessions there are removed at start.
       --max-connections N     Most connections open at once (default 64).
-      --max-concurrent N      Uploads the page runs at once (default 3).
+      --max-concurrent N      Uploads the page runs at once (default 3). Browsers open at
+                              most 6 connections per host, so above 6 at most 6 run.
       --idle-timeout SECONDS  Close a connection silent for this long (default 30).
       --durability on|off     Flush each file to the disk before answering the upload
                               (default on). Off is faster; a power cut can then lose the
@@ -53,8 +56,15 @@ enum HelpText {
       --title TEXT            The page's title.
       --language CODE         The page's language, e.g. en, es, pt-BR.
       --accent #RRGGBB        The page's accent colour.
-      --strings FILE.json     Replacement texts for the page, a JSON object by key.
-      --page DIR              Serve your own page from DIR (it must hold index.html).
+      --strings FILE.json     Replacement texts for the page, a JSON object of strings by
+                              key, e.g. {"dropTitle": "Drop scans here"}. The keys:
+                              \(PageStrings.helpLines)
+                              {done}, {total} and {count} are filled in. With the bundled
+                              page an unknown key is a usage error.
+      --page DIR              Serve your own page from DIR (it must hold index.html) instead
+                              of the bundled one. It must speak protocol v1: read its
+                              settings from GET /config.json and send each file's bytes as
+                              POST /upload?path=<relative path, percent-encoded>.
 
     KIOSK:
       --kiosk                 Serve continuously, in batches: a batch closes after the quiet
@@ -66,12 +76,25 @@ enum HelpText {
 
     OUTPUT:
       --json                  One JSON object per line on standard output instead of the
-                              terminal display; the type is under "event": listening,
-                              uploadStarted, uploadFinished, uploadFailed, addressesChanged,
-                              interrupted, finishing, nothingArrived, batchClosed,
-                              forwardStarted, forwardProgress, forwarded, forwardFailed,
-                              retrying, kept, stopped, notice. Their fields are listed in
-                              share/doc/browserdrop/command.md under the install prefix.
+                              terminal display, its type under "event", with these fields:
+                                listening         addresses: [{url, kind, interface}]
+                                uploadStarted     path, size
+                                uploadFinished    path, size, mimeType (or null), kind
+                                uploadFailed      path, reason
+                                addressesChanged  addresses
+                                interrupted       (the listener was lost and is resumed)
+                                finishing         (one-shot: Enter or a signal)
+                                nothingArrived
+                                batchClosed       batch, files, bytes (kiosk)
+                                forwardStarted    destination
+                                forwardProgress   files, totalFiles, bytes, totalBytes
+                                forwarded         destination, files, bytes,
+                                                  renamed: [{from, to}]
+                                forwardFailed     message, staging (where files are kept)
+                                retrying          seconds (kiosk)
+                                kept              staging, files, bytes (no --to)
+                                stopped           message, staging (or null)
+                                notice            message
       --no-qr                 Don't draw the QR code of the first address.
 
     GENERAL:
@@ -87,7 +110,8 @@ enum HelpText {
       Never on the command line. When the address names a user, the password is read from
       --smb-password-file FILE, else the BROWSERDROP_SMB_PASSWORD environment variable, else
       the systemd credential "smb-password" ($CREDENTIALS_DIRECTORY/smb-password, see
-      LoadCredential=). Without a user in the address, guest access is used. An address
+      LoadCredential=); an empty variable counts as unset. A user with no password from any
+      of these is a usage error. Without a user in the address, guest access is used. An address
       with a password in it (smb://user:password@host/…) is refused, and the password is
       never printed.
 

@@ -57,7 +57,8 @@ actor Courier {
       } catch {
         if Task.isCancelled { break }
         reporter.report(
-          .forwardFailed(message: ForwardRun.message(for: error), staging: batch.folder.path))
+          .forwardFailed(
+            message: ForwardRun.message(for: error, kiosk: true), staging: batch.folder.path))
         reporter.report(.retrying(seconds: Int(delay.rounded(.up))))
         do { try await Task.sleep(for: .milliseconds(Int(delay * 1000))) } catch { break }
         delay = min(delay * 2, 300)

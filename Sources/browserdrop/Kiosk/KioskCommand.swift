@@ -31,7 +31,7 @@ struct KioskCommand {
         return fail("Another browserdrop is using the staging folder \(root.path).")
       }
     } catch {
-      return fail("Can't use the staging folder \(root.path): \(error.operationFailureText)")
+      return fail(StartFailure.message(for: error, options: options))
     }
     let outbox = Outbox(stagingRoot: root)
     let pattern = options.effectiveBatchFolder ?? .kioskDefault
@@ -51,8 +51,7 @@ struct KioskCommand {
     if !recovered.batches.isEmpty {
       reporter.report(
         .notice(
-          "\(ReportText.count(recovered.batches.count, "batch")) from an earlier run "
-            + "wait in the outbox; forwarding them first."))
+          Self.recoveredMessage(batches: recovered.batches.count)))
       await courier.enqueue(recovered.batches)
     }
 
@@ -69,7 +68,7 @@ struct KioskCommand {
         session = try await LiveSession.start(
           configuration: options.serverConfiguration(port: port), reporter: reporter)
       } catch {
-        if first { return fail(String(describing: error)) }
+        if first { return fail(StartFailure.message(for: error, options: options)) }
         reporter.report(.notice("Can't start the next session yet: \(error)"))
         try? await Task.sleep(for: .seconds(2))
         continue
@@ -109,11 +108,7 @@ struct KioskCommand {
 
     await courier.stop()
     let waiting = await courier.waiting
-    let message =
-      waiting == 0
-      ? "Stopped."
-      : "Stopped. \(ReportText.count(waiting, "batch")) wait in the outbox and will be "
-        + "forwarded at the next start."
+    let message = Self.stoppedMessage(waiting: waiting)
     reporter.report(.stopped(message: message, staging: waiting == 0 ? nil : outbox.directory.path))
     return 0
   }
@@ -130,6 +125,22 @@ struct KioskCommand {
       }
       try? await Task.sleep(for: .milliseconds(Int(step * 1000)))
     }
+  }
+
+  /// The notice at start when a crash left `batches` batches in the outbox.
+  static func recoveredMessage(batches: Int) -> String {
+    "\(ReportText.count(batches, "batch")) from an earlier run "
+      + (batches == 1
+        ? "waits in the outbox; forwarding it first."
+        : "wait in the outbox; forwarding them first.")
+  }
+
+  /// The last line when the kiosk stops with `waiting` batches not yet forwarded.
+  static func stoppedMessage(waiting: Int) -> String {
+    guard waiting > 0 else { return "Stopped." }
+    return "Stopped. \(ReportText.count(waiting, "batch")) "
+      + (waiting == 1 ? "waits" : "wait")
+      + " in the outbox and will be forwarded at the next start."
   }
 
   private func fail(_ message: String) -> Int32 {

@@ -55,7 +55,8 @@ enum ReportText {
       return ["Trying again in \(seconds) s."]
     case .kept(let staging, let files, let bytes):
       return [
-        "Received \(count(files, "file")) (\(ByteSize.format(bytes))); they are in "
+        "Received \(count(files, "file")) (\(ByteSize.format(bytes))); "
+          + (files == 1 ? "it is in " : "they are in ")
           + TerminalText.escaped(staging)
       ]
     case .stopped(let message, let staging):
@@ -99,7 +100,10 @@ enum ReportText {
     TerminalText.escaped(path)
   }
 
+  /// "1 file", "2 files", "2 batches": English plurals of the nouns the command counts.
   static func count(_ number: Int, _ noun: String) -> String {
-    number == 1 ? "1 \(noun)" : "\(number) \(noun)s"
+    guard number != 1 else { return "1 \(noun)" }
+    let sibilant = ["s", "x", "z", "ch", "sh"].contains { noun.hasSuffix($0) }
+    return "\(number) \(noun)\(sibilant ? "es" : "s")"
   }
 }

@@ -1,10 +1,11 @@
 import CQREncode
 
 /// A QR code drawn with Unicode half blocks: each character cell holds two modules, one above
-/// the other, black on white whatever the terminal's colours, with a quiet zone around it.
+/// the other, black on white whatever the terminal's colours, with the quiet zone of 4 light
+/// modules all round that the QR specification asks for.
 enum QRCode {
   /// The lines of the code for `text`, or `nil` when libqrencode can't encode it.
-  static func lines(for text: String, margin: Int = 2) -> [String]? {
+  static func lines(for text: String, margin: Int = 4) -> [String]? {
     guard let code = QRcode_encodeString(text, 0, QR_ECLEVEL_M, QR_MODE_8, 1) else { return nil }
     defer { QRcode_free(code) }
     let width = Int(code.pointee.width)

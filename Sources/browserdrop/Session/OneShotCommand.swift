@@ -16,8 +16,7 @@ struct OneShotCommand {
     do {
       ownsStaging = try StagingLock.acquire(root: options.stagingRoot)
     } catch {
-      return fail(
-        "Can't use the staging folder \(options.stagingRoot.path): \(error.operationFailureText)")
+      return fail(StartFailure.message(for: error, options: options))
     }
     // Another browserdrop uses this staging folder: its session folders are not leftovers.
     if ownsStaging {
@@ -28,7 +27,7 @@ struct OneShotCommand {
       session = try await LiveSession.start(
         configuration: options.serverConfiguration(port: options.port), reporter: reporter)
     } catch {
-      return fail(String(describing: error))
+      return fail(StartFailure.message(for: error, options: options))
     }
     reporter.report(.listening(session.addresses))
     reporter.setHint("press Enter or Ctrl-C to finish")
@@ -40,7 +39,7 @@ struct OneShotCommand {
     do {
       folder = try await session.finish()
     } catch {
-      return fail(String(describing: error))
+      return fail(StartFailure.message(for: error, options: options))
     }
     guard let folder else {
       reporter.report(.nothingArrived)
@@ -65,7 +64,8 @@ struct OneShotCommand {
       destination = try choice.destination(subfolder: subfolder)
     } catch {
       let kept = KeptFolder.keep(folder, prefix: "unsent")
-      reporter.report(.forwardFailed(message: ForwardRun.message(for: error), staging: kept.path))
+      reporter.report(
+        .forwardFailed(message: ForwardRun.message(for: error, kiosk: false), staging: kept.path))
       return 1
     }
     reporter.setHint("Ctrl-C to stop forwarding (the files are kept)")
@@ -101,7 +101,8 @@ struct OneShotCommand {
       return 128 + number
     }
     if case .delivered(.failure(let error)) = result {
-      reporter.report(.forwardFailed(message: ForwardRun.message(for: error), staging: kept.path))
+      reporter.report(
+        .forwardFailed(message: ForwardRun.message(for: error, kiosk: false), staging: kept.path))
     }
     return 1
   }
