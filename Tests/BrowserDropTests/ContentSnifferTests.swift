@@ -223,6 +223,10 @@ struct ContentSnifferTests {
     #expect(
       describe(ContentFixtures.ascii("#!/usr/bin/env -S python3 -c 'print(\"é\")'\n"))
         == "Python script (#!/usr/bin/env -S python3 -c 'print(\"é\")')")
+    // The kernel reads the line as a C string: a NUL ends it like a LF, whatever follows.
+    #expect(
+      describe(ContentFixtures.ascii("#!/bin/sh") + [0, 0xFF, 0xFE, 0x01, 0x0A])
+        == "shell script (#!/bin/sh)")
     // …but a one-line script that is the whole file, and `#! /bin/sh` with a blank, are scripts.
     #expect(describe(ContentFixtures.ascii("#!/bin/sh")) == "shell script (#!/bin/sh)")
     #expect(

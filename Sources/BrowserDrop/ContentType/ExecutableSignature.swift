@@ -211,12 +211,12 @@ enum ExecutableSignature {
 
   private static func script(_ reader: ByteReader) -> String? {
     guard reader.matches([0x23, 0x21], at: 0) else { return nil }
-    // What the kernel reads of the first line: up to its LF, within its 256-byte buffer (which
-    // a shorter file ends, as if with a LF).
+    // What the kernel reads of the first line: up to its LF or a NUL (where its string ends),
+    // within its 256-byte buffer (which a shorter file ends, as if with a LF).
     let limit = min(reader.count, scriptLineLimit)
     var line: [UInt8] = []
     var index = 2
-    while index < limit, let byte = reader.byte(at: index), byte != 0x0A {
+    while index < limit, let byte = reader.byte(at: index), byte != 0x0A, byte != 0 {
       // Printable ASCII, tab, a CR before the LF, or UTF-8 in the arguments; anything else is
       // not a command line.
       guard byte == 0x09 || byte == 0x0D || (0x20...0x7E).contains(byte) || byte >= 0x80
