@@ -133,63 +133,99 @@ public struct ForwardFailure: Error, Sendable, Equatable, CustomStringConvertibl
     return ForwardFailure(kind: kind, place: place, item: item, errno: code)
   }
 
-  /// The sentence to show.
-  public var description: String {
+  /// The sentence to show: what went wrong, then what to do about it.
+  public var description: String { "\(problem) \(advice)" }
+
+  /// What went wrong, as one sentence naming the host or folder (and the file, when one).
+  public var problem: String { parts.problem }
+
+  /// What to do about it, as one sentence written for an app's user ("forward again", "Keep
+  /// Both"); a host with other controls can show `problem` with its own advice instead.
+  public var advice: String { parts.advice }
+
+  private var parts: (problem: String, advice: String) {
     let item = self.item.map { "“\($0)”" } ?? "a file"
     switch kind {
     case .connectionRefused:
-      return "Couldn't reach \(host) — the connection was refused. "
-        + "Check the address and port, and that file sharing is turned on."
+      return (
+        "Couldn't reach \(host) — the connection was refused.",
+        "Check the address and port, and that file sharing is turned on."
+      )
     case .timedOut:
-      return "Couldn't reach \(host) — the connection timed out. "
-        + "Check that the server is on and reachable from this network."
+      return (
+        "Couldn't reach \(host) — the connection timed out.",
+        "Check that the server is on and reachable from this network."
+      )
     case .unreachable:
-      return "Couldn't reach \(host) — there is no network route to it. "
-        + "Check this computer's network connection."
+      return (
+        "Couldn't reach \(host) — there is no network route to it.",
+        "Check this computer's network connection."
+      )
     case .wrongCredentials:
-      return "\(host) rejected the user name or password. Check them and try again."
+      return ("\(host) rejected the user name or password.", "Check them and try again.")
     case .permissionDenied:
       if case .smb(_, let share, let user) = place {
         let who = user.map { "“\($0)”" } ?? "guests"
-        return "\(host) didn't let \(who) into the share “\(share)”. "
-          + "Sign in as a user who has access to it."
+        return (
+          "\(host) didn't let \(who) into the share “\(share)”.",
+          "Sign in as a user who has access to it."
+        )
       }
-      return "\(capitalized(placeName)) can't be opened by this user. Check its permissions."
+      return ("\(capitalized(placeName)) can't be opened by this user.", "Check its permissions.")
     case .shareNotFound:
       if case .smb(_, let share, _) = place {
-        return "\(host) has no share named “\(share)”. Check the share name in the address."
+        return ("\(host) has no share named “\(share)”.", "Check the share name in the address.")
       }
-      return "\(capitalized(placeName)) doesn't exist. Check the address."
+      return ("\(capitalized(placeName)) doesn't exist.", "Check the address.")
     case .readOnly:
-      return "\(capitalized(placeName)) is read-only for this user. "
-        + "Choose another destination or ask for write access."
+      return (
+        "\(capitalized(placeName)) is read-only for this user.",
+        "Choose another destination or ask for write access."
+      )
     case .destinationFull:
-      return "\(capitalized(placeName)) is full — \(item) didn't fit. "
-        + "Free up space there, then forward again."
+      return (
+        "\(capitalized(placeName)) is full — \(item) didn't fit.",
+        "Free up space there, then forward again."
+      )
     case .connectionLost:
-      return "Lost the connection to \(host) while sending \(item). "
-        + "Forward again to finish; files that arrived won't be sent twice."
+      return (
+        "Lost the connection to \(host) while sending \(item).",
+        "Forward again to finish; files that arrived won't be sent twice."
+      )
     case .nameNotAllowed:
-      return "\(capitalized(placeName)) doesn't allow the name \(item). "
-        + "Rename it, then forward again."
+      return (
+        "\(capitalized(placeName)) doesn't allow the name \(item).",
+        "Rename it, then forward again."
+      )
     case .nameTaken:
-      return "\(item) already exists in \(placeName). "
-        + "Choose Keep Both or Replace, or move the existing item."
+      return (
+        "\(item) already exists in \(placeName).",
+        "Choose Keep Both or Replace, or move the existing item."
+      )
     case .verificationFailed:
-      return "\(item) arrived in \(placeName) different from the original. "
-        + "Forward again to resend it."
+      return (
+        "\(item) arrived in \(placeName) different from the original.",
+        "Forward again to resend it."
+      )
     case .sourceUnreadable:
-      return "Couldn't read \(item) from the folder being forwarded (\(reason)). "
-        + "Check that the folder is still there."
+      return (
+        "Couldn't read \(item) from the folder being forwarded (\(reason)).",
+        "Check that the folder is still there."
+      )
     case .invalidDestination:
-      return "“\(host)” isn't an SMB address. Use smb://server/share or smb://server/share/folder."
+      return (
+        "“\(host)” isn't an SMB address.",
+        "Use smb://server/share or smb://server/share/folder."
+      )
     case .smbUnavailable:
       let why = detail ?? "no reason given"
-      return "Couldn't forward to \(host) — SMB forwarding needs the libsmbclient library "
-        + "(Debian package libsmbclient), which could not be loaded (\(why)). "
-        + "Install libsmbclient, then forward again."
+      return (
+        "Couldn't forward to \(host) — SMB forwarding needs the libsmbclient library "
+          + "(Debian package libsmbclient), which could not be loaded (\(why)).",
+        "Install libsmbclient, then forward again."
+      )
     case .other:
-      return "Couldn't forward to \(host) — \(reason). Try again, or check the destination."
+      return ("Couldn't forward to \(host) — \(reason).", "Try again, or check the destination.")
     }
   }
 

@@ -27,67 +27,42 @@ enum ForwardRun {
     return Outcome(report: report, totalBytes: throttle.totalBytes)
   }
 
-  /// The message for an error thrown by `run`: the library's sentence, with its advice (written
-  /// for an app with buttons, "forward again") replaced by what a user of this command can do.
-  /// In kiosk mode the batch stays in the outbox and is tried again by itself; in one-shot mode
-  /// the reporter prints the kept folder's path after the message.
+  /// The message for an error thrown by `run`: the library's account of what went wrong, with
+  /// its advice (written for an app with buttons, "forward again") replaced by what a user of
+  /// this command can do. In kiosk mode the batch stays in the outbox and is tried again by
+  /// itself; in one-shot mode the reporter prints the kept folder's path after the message.
   static func message(for error: any Error, kiosk: Bool) -> String {
     guard let failure = error as? ForwardFailure else { return String(describing: error) }
-    let text = failure.description
-    guard let (libraryAdvice, advice) = advice(for: failure.kind, kiosk: kiosk),
-      text.hasSuffix(libraryAdvice)
-    else { return text }
-    return text.dropLast(libraryAdvice.count) + advice
+    guard let advice = advice(for: failure.kind, kiosk: kiosk) else { return failure.description }
+    return failure.problem + " " + advice
   }
 
-  /// The library's closing sentence for `kind`, and the command's own.
-  private static func advice(
-    for kind: ForwardFailure.Kind, kiosk: Bool
-  ) -> (library: String, command: String)? {
+  /// The command's advice for `kind`, where the library's doesn't fit the command.
+  private static func advice(for kind: ForwardFailure.Kind, kiosk: Bool) -> String? {
     let retried = "The batch stays in the outbox and is sent again by itself."
     switch kind {
     case .nameTaken:
-      return (
-        "Choose Keep Both or Replace, or move the existing item.",
-        "Use --on-conflict rename or replace, or move the existing item away"
-          + (kiosk ? "; the batch is sent again by itself." : ".")
-      )
+      return "Use --on-conflict rename or replace, or move the existing item away"
+        + (kiosk ? "; the batch is sent again by itself." : ".")
     case .nameNotAllowed:
-      return (
-        "Rename it, then forward again.",
-        kiosk
-          ? "Rename it in the batch's folder in the outbox; the next try sends it."
-          : "Rename it in the kept folder and copy the files there yourself."
-      )
+      return kiosk
+        ? "Rename it in the batch's folder in the outbox; the next try sends it."
+        : "Rename it in the kept folder and copy the files there yourself."
     case .destinationFull:
-      return (
-        "Free up space there, then forward again.",
-        "Free up space there" + (kiosk ? "; the batch stays in the outbox and is sent again." : ".")
-      )
+      return "Free up space there"
+        + (kiosk ? "; the batch stays in the outbox and is sent again." : ".")
     case .connectionLost:
-      return (
-        "Forward again to finish; files that arrived won't be sent twice.",
-        kiosk
-          ? "\(retried) Files that arrived won't be sent twice." : "Files that arrived stay there."
-      )
+      return kiosk
+        ? "\(retried) Files that arrived won't be sent twice." : "Files that arrived stay there."
     case .verificationFailed:
-      return ("Forward again to resend it.", kiosk ? retried : "Copy it from the kept folder.")
+      return kiosk ? retried : "Copy it from the kept folder."
     case .wrongCredentials:
-      return (
-        "Check them and try again.",
-        "Check the user in --to and the password (BROWSERDROP_SMB_PASSWORD, "
-          + "--smb-password-file or the smb-password credential)."
-      )
+      return "Check the user in --to and the password (BROWSERDROP_SMB_PASSWORD, "
+        + "--smb-password-file or the smb-password credential)."
     case .smbUnavailable:
-      return (
-        "Install libsmbclient, then forward again.",
-        "Install libsmbclient" + (kiosk ? "; the batch is sent again by itself." : ".")
-      )
+      return "Install libsmbclient" + (kiosk ? "; the batch is sent again by itself." : ".")
     case .other:
-      return (
-        "Try again, or check the destination.",
-        "Check the destination" + (kiosk ? "; the batch is sent again by itself." : ".")
-      )
+      return "Check the destination" + (kiosk ? "; the batch is sent again by itself." : ".")
     default:
       return nil
     }
