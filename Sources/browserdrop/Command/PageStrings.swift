@@ -7,8 +7,8 @@ enum PageStrings {
   /// Every key, in the page's order.
   static let keys = BundledPageStrings.keys
 
-  /// The keys for `--help`, comma-separated and wrapped to the help's right-hand column.
-  static var helpLines: String {
+  /// The keys for `--help`, comma-separated, one entry a line of the help's right-hand column.
+  static var helpLines: [String] {
     var lines: [String] = []
     var line = ""
     for (index, key) in keys.enumerated() {
@@ -21,6 +21,6 @@ enum PageStrings {
       }
     }
     lines.append(line)
-    return lines.joined(separator: "\n" + String(repeating: " ", count: 26))
+    return lines
   }
 }
