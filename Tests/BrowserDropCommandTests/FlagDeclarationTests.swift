@@ -65,6 +65,11 @@ struct FlagDeclarationTests {
     }
   }
 
+  @Test("The subprocess tests write every declared value flag in both forms")
+  func valueFlagsOfTheTests() {
+    #expect(Set(CommandFlags.all.filter(\.takesValue).map(\.name)) == ArgumentTests.valueFlags)
+  }
+
   @Test("A flag without a value refuses one; an unknown flag is suggested from the declarations")
   func flagsWithoutValues() {
     for flag in CommandFlags.all where !flag.takesValue {

@@ -4,14 +4,13 @@ import BrowserDrop
 enum CommandFlags {
   /// The flags; `ArgumentParser` reads the command line with them and `HelpText` lists them.
   static let all: [Flag] = [
-    // DESTINATION
     .option(
       "--to", "DEST", expected: "a folder or an smb:// address", section: .destination,
       help: [
         "A local folder, or smb://[user@]host[:port]/share[/path].",
         "Without --to the staged folder is kept and its path printed.",
       ],
-      parse: { _, text in text }, into: \.destinationText),
+      parse: FlagValue.asWritten, into: \.destinationText),
     .option(
       "--on-conflict", "POLICY", expected: "rename, replace or fail", section: .destination,
       help: [
@@ -36,8 +35,6 @@ enum CommandFlags {
       section: .destination,
       help: ["Read the SMB password from FILE (see SMB PASSWORDS)."],
       parse: FlagValue.nonEmpty("a file"), into: \.smbPasswordFile),
-
-    // SERVER
     .option(
       "--bind", "ADDRESS", expected: "an IP address to listen on", section: .server,
       help: ["Listen on this IP address only (default: all interfaces)."],
@@ -82,8 +79,6 @@ enum CommandFlags {
         "last files that were acknowledged.",
       ],
       parse: FlagValue.onOff, into: \.durability),
-
-    // LIMITS
     .option(
       "--content-check", "MODE",
       expected: "disguised, off, or MIME patterns such as audio/*,application/pdf",
@@ -111,8 +106,6 @@ enum CommandFlags {
       "--reserve", "SIZE", expected: "a size such as 500M or 1G", section: .limits,
       help: ["Free space always left on the staging volume (default 1G)."],
       parse: FlagValue.size(allowZero: true), into: \.reservedFreeSpace),
-
-    // PAGE
     .option(
       "--title", "TEXT", expected: "the page's title", section: .page,
       help: ["The page's title."],
@@ -134,7 +127,7 @@ enum CommandFlags {
         "{done}, {total} and {count} are filled in. With the bundled",
         "page an unknown key is a usage error.",
       ],
-      parse: { _, text in text }, appendingTo: \.stringsFiles),
+      parse: FlagValue.asWritten, appendingTo: \.stringsFiles),
     .option(
       "--page", "DIR", expected: "a folder holding index.html", section: .page,
       help: [
@@ -143,9 +136,7 @@ enum CommandFlags {
         "settings from GET /config.json and send each file's bytes as",
         "POST /upload?path=<relative path, percent-encoded>.",
       ],
-      parse: { _, text in text }, appendingTo: \.pageFolders),
-
-    // KIOSK
+      parse: FlagValue.asWritten, appendingTo: \.pageFolders),
     .toggle(
       "--kiosk", section: .kiosk,
       help: [
@@ -160,8 +151,6 @@ enum CommandFlags {
       "--quiet-period", "SECONDS", expected: "a number of seconds", section: .kiosk,
       help: ["Kiosk: close a batch after this long without uploads (default 60)."],
       parse: FlagValue.seconds, into: \.quietPeriod),
-
-    // OUTPUT
     .toggle(
       "--json", section: .output,
       help: [
@@ -190,8 +179,6 @@ enum CommandFlags {
     .toggle(
       "--no-qr", section: .output, help: ["Don't draw the QR code of the first address."],
       setting: \.drawsQRCode, to: false),
-
-    // GENERAL
     .request("--help", shortName: "-h", .help, section: .general, help: ["Show this help."]),
     .request("--version", .version, section: .general, help: ["Show the version."]),
   ]

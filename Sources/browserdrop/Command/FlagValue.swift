@@ -9,6 +9,11 @@ enum FlagValue {
   /// A reader of a flag's text: the flag as written and its value.
   typealias Reader<Value> = @Sendable (_ flag: String, _ text: String) throws(UsageError) -> Value
 
+  /// The text as written, for a value the validation step checks against the system.
+  static func asWritten(_ flag: String, _ text: String) -> String {
+    text
+  }
+
   /// Any text but the empty one; `expected` says what is missing.
   static func nonEmpty(_ expected: String) -> Reader<String> {
     { flag, text throws(UsageError) in
