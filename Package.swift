@@ -76,17 +76,26 @@ let package = Package(
       name: "BrowserDropFaultHost", dependencies: ["BrowserDrop", "BrowserDropSystem"],
       path: "Tests/BrowserDropFaultHost", swiftSettings: upcoming),
 
+    // What every test suite shares: one HTTP client, one child-process runner, temporary folders,
+    // ports. Built on Glibc alone (no library of the package), so each suite tests its library
+    // through the same client, and the command's suites the binary.
+    .target(
+      name: "BrowserDropTestSupport", path: "Tests/BrowserDropTestSupport", swiftSettings: upcoming
+    ),
     .testTarget(
       name: "BrowserDropSystemTests", dependencies: ["BrowserDropSystem"],
       swiftSettings: upcoming),
     .testTarget(
-      name: "BrowserDropTests", dependencies: ["BrowserDrop", "BrowserDropSystem", "CBrowserDropLinux"],
+      name: "BrowserDropTests",
+      dependencies: [
+        "BrowserDrop", "BrowserDropSystem", "CBrowserDropLinux", "BrowserDropTestSupport",
+      ],
       swiftSettings: upcoming),
     .testTarget(
-      name: "BrowserDropForwardingTests", dependencies: ["BrowserDropForwarding"],
-      swiftSettings: upcoming),
+      name: "BrowserDropForwardingTests",
+      dependencies: ["BrowserDropForwarding", "BrowserDropTestSupport"], swiftSettings: upcoming),
     .testTarget(
-      name: "BrowserDropCommandTests", dependencies: ["browserdrop"],
+      name: "BrowserDropCommandTests", dependencies: ["browserdrop", "BrowserDropTestSupport"],
       swiftSettings: upcoming),
   ]
 )
