@@ -76,9 +76,9 @@ let package = Package(
       name: "BrowserDropFaultHost", dependencies: ["BrowserDrop", "BrowserDropSystem"],
       path: "Tests/BrowserDropFaultHost", swiftSettings: upcoming),
 
-    // What every test suite shares: one HTTP client, one child-process runner, temporary folders,
-    // ports. Built on Glibc alone (no library of the package), so each suite tests its library
-    // through the same client, and the command's suites the binary.
+    // What the three test targets share: one HTTP client, one child-process runner, temporary
+    // folders, ports, the loopback smbd. On the toolchain alone, no library of the package,
+    // so a suite reaches the server, the binary or smbd only the way a real client would.
     .target(
       name: "BrowserDropTestSupport", path: "Tests/BrowserDropTestSupport", swiftSettings: upcoming
     ),

@@ -89,9 +89,12 @@ package final class ClientSocket: Sendable {
   /// Closes the connection (FIN, or RST when unread bytes are left); later calls fail with
   /// EBADF. Idempotent.
   package func close() {
-    descriptor.withLock { fd in
-      if fd >= 0 { Glibc.close(fd) }
-      fd = -1
+    let closed = descriptor.withLock { fd in
+      defer { fd = -1 }
+      return fd >= 0 && Glibc.close(fd) == 0
     }
+    // A task waiting on it then reads or writes -1 and fails with EBADF, instead of waiting
+    // out its deadline.
+    if closed { Readiness.shared.wake() }
   }
 }

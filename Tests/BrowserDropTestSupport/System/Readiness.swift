@@ -54,10 +54,16 @@ final class Readiness: Sendable {
         state.waiters[state.next] = Waiter(
           fd: fd, events: events, deadline: deadline, continuation: continuation)
       }
-      var byte: UInt8 = 1
-      // A full pipe already holds a wake-up, so a failed write loses nothing.
-      _ = Glibc.write(wakeWrite, &byte, 1)
+      wake()
     }
+  }
+
+  /// Makes the poller look at its waiters again: one was added, or a descriptor it waits on was
+  /// closed (a closed descriptor does not end a `poll` in progress; the next one reports it).
+  func wake() {
+    var byte: UInt8 = 1
+    // A full pipe already holds a wake-up, so a failed write loses nothing.
+    _ = Glibc.write(wakeWrite, &byte, 1)
   }
 
   private func run() {
