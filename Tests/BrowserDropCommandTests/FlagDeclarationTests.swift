@@ -1,4 +1,5 @@
 import BrowserDrop
+import BrowserDropTestSupport
 import Foundation
 import Testing
 
