@@ -37,6 +37,10 @@ SPANISH = {
     "retry": "Reintentar los fallidos",
     "doneHint": "Cuando termines, confírmalo en tu dispositivo para importar los archivos.",
     "loadError": "No se encuentra el dispositivo. Comprueba que su pantalla de subida sigue abierta.",
+    "folderUnsupported": "Este navegador no puede elegir carpetas aquí; arrastra la carpeta a la página.",
+    "keepScreenOn": "Los archivos grandes tardan: mantén esta pantalla encendida hasta que se suban.",
+    "iosOriginals": "Las fotos elegidas de la fototeca llegan como JPEG. Para enviar los originales (HEIC), "
+    "usa Elegir archivos y elígelas en Archivos.",
 }
 
 
@@ -52,7 +56,8 @@ def disguised_executable(path):
 
 
 def test_default_strings_are_the_seed_table(page):
-    """DEFAULT_STRINGS in app.js is exactly the seed's table (ENGLISH): every key, same text."""
+    """DEFAULT_STRINGS in app.js is exactly the seed's table plus our keys (ENGLISH): every key,
+    same text."""
     source = (PAGE_DIR / "app.js").read_text(encoding="utf-8")
     literal = re.search(r"const DEFAULT_STRINGS = (\{.*?\n  \});", source, re.S)
     assert literal, "DEFAULT_STRINGS not found in Page/app.js"
@@ -60,7 +65,8 @@ def test_default_strings_are_the_seed_table(page):
     assert page.js(f"return {literal.group(1)};") == ENGLISH
 
 
-def test_choose_several_files(start_host, page, tmp_path):
+def test_choose_several_files(start_host, engine_page, tmp_path):
+    page = engine_page
     host = start_host()
     src = tmp_path / "src"
     files = {
@@ -82,7 +88,8 @@ def test_choose_several_files(start_host, page, tmp_path):
     assert_same_files(files, host.finish())
 
 
-def test_choose_folder_keeps_structure(start_host, page, tmp_path):
+def test_choose_folder_keeps_structure(start_host, engine_page, tmp_path):
+    page = engine_page
     # With a list of allowed extensions, so a hidden file that were not left out first would show
     # up either as a row (.notes.txt) or in the skipped count (.DS_Store, .git/config).
     host = start_host("--allow", "bin,txt")
@@ -136,7 +143,8 @@ def test_drag_and_drop_files_and_folder(start_host, page, tmp_path):
     assert_same_files(sent, host.finish())
 
 
-def test_unsupported_types_are_skipped_with_count(start_host, page, tmp_path):
+def test_unsupported_types_are_skipped_with_count(start_host, engine_page, tmp_path):
+    page = engine_page
     host = start_host("--allow", "txt,csv")
     src = tmp_path / "src"
     sent = {
@@ -156,7 +164,8 @@ def test_unsupported_types_are_skipped_with_count(start_host, page, tmp_path):
     assert_same_files(sent, host.finish())
 
 
-def test_disguised_executable_is_refused_while_it_streams(start_host, page, tmp_path):
+def test_disguised_executable_is_refused_while_it_streams(start_host, engine_page, tmp_path):
+    page = engine_page
     """/bin/true followed by 24 MiB, named clip.mp4: the server refuses it once its first 64 KiB
     are in, while the page is still sending; the page shows why, and does not offer a retry."""
     host = start_host()
@@ -181,7 +190,8 @@ def test_disguised_executable_is_refused_while_it_streams(start_host, page, tmp_
     assert_same_files({"notes.txt": honest}, host.finish())
 
 
-def test_too_large_before_upload(start_host, page, tmp_path):
+def test_too_large_before_upload(start_host, engine_page, tmp_path):
+    page = engine_page
     host = start_host("--max-file-size", "100000")
     small = write_file(tmp_path / "small.bin", 100_000)
     big = write_file(tmp_path / "big.bin", 100_001)
@@ -558,7 +568,8 @@ def test_every_string_translated_with_title_language_and_accent(start_host, page
     host.wait_count("uploadFinished", 6, timeout=15)
 
 
-def test_html_in_a_file_name_is_shown_as_text(start_host, page, tmp_path):
+def test_html_in_a_file_name_is_shown_as_text(start_host, engine_page, tmp_path):
+    page = engine_page
     host = start_host()
     name = "<img src=x onerror=alert(1)><b>bold & 'quoted'.txt"
     evil = write_file(tmp_path / name, text="not markup")
