@@ -253,18 +253,19 @@ document.addEventListener('securitypolicyviolation', (e) => {
 
 # Installed on demand (Page.record): watches what the page does from outside its code.
 #   requests     upload requests sent, by path (decoded from the URL the page built)
+#   aborts       upload requests the page gave up on (abort()), by path
 #   bodies       the type of each upload body handed to XMLHttpRequest.send
 #   maxInFlight  the most upload requests between send() and their end at any moment
-#   texts        every text the state labels, reasons, notice, live region, summary and skipped line
-#                showed on screen, in order (consecutive repeats once)
+#   texts        every text the state labels, reasons, notice, live region, summary, skipped line,
+#                keep-screen-on hint and folder hint showed on screen, in order (repeats once)
 #   probeDelays  the delays the page asked for before each reachability check (its function is
 #                named `probe`); with a scale > 1 they run that many times sooner
 RECORDER = """
 (() => {
   const SCALE = %s;
   const bd = (window.__bd = {
-    requests: {}, bodies: [], inFlight: 0, maxInFlight: 0, probeDelays: [],
-    texts: { state: [], reason: [], notice: [], live: [], summary: [], skipped: [] },
+    requests: {}, aborts: {}, bodies: [], inFlight: 0, maxInFlight: 0, probeDelays: [],
+    texts: { state: [], reason: [], notice: [], live: [], summary: [], skipped: [], keepAwake: [], folderHint: [] },
   });
   const open = XMLHttpRequest.prototype.open;
   const send = XMLHttpRequest.prototype.send;
@@ -292,6 +293,11 @@ RECORDER = """
     }
     return send.call(this, body);
   };
+  const abort = XMLHttpRequest.prototype.abort;
+  XMLHttpRequest.prototype.abort = function () {
+    if (typeof this.__bdPath === 'string') bd.aborts[this.__bdPath] = (bd.aborts[this.__bdPath] || 0) + 1;
+    return abort.call(this);
+  };
   const realSetTimeout = window.setTimeout;
   window.setTimeout = function (callback, delay, ...rest) {
     if (typeof callback === 'function' && callback.name === 'probe') {
@@ -303,6 +309,7 @@ RECORDER = """
   const watched = [
     ['state', '.item-state'], ['reason', '.item-reason'], ['notice', '#notice-text'],
     ['live', '#live'], ['summary', '#summary'], ['skipped', '#skipped'],
+    ['keepAwake', '#keep-awake'], ['folderHint', '#folder-hint'],
   ];
   new MutationObserver((records) => {
     // Until the stylesheet has loaded nothing is painted (it blocks rendering), and the texts are
@@ -391,6 +398,9 @@ class Page:
     # -- input
     def choose_files(self, paths):
         self.engine.set_files("file-input", paths)
+
+    def choose_files_into(self, element_id, paths):
+        self.engine.set_files(element_id, paths)
 
     def choose_folder(self, path):
         """Hands a folder to the folder input, as its chooser would; where the engine's driver
