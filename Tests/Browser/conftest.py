@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import pathlib
+import signal
 import subprocess
 import threading
 import time
@@ -104,6 +105,30 @@ def assert_same_files(sent, folder):
         assert sha256(target) == sha256(source), f"{relative} differs from what was sent"
     on_disk = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
     assert on_disk == sorted(sent), f"unexpected files in the session folder: {on_disk}"
+
+
+def sparse(path, size):
+    """A file of `size` zero bytes that takes no disk space: quick to make, read back as zeros."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as handle:
+        handle.truncate(size)
+    return path
+
+
+class Paused:
+    """The test host stopped (SIGSTOP to its PID, a process this test started) and continued: its
+    sockets stay open and the kernel keeps queueing connections and bytes until its buffers are
+    full, so the page's request hangs instead of failing, as when a device drops off Wi-Fi."""
+
+    def __init__(self, host):
+        self.pid = host.process.pid
+
+    def __enter__(self):
+        os.kill(self.pid, signal.SIGSTOP)
+        return self
+
+    def __exit__(self, *exc):
+        os.kill(self.pid, signal.SIGCONT)
 
 
 class Host:
@@ -531,10 +556,22 @@ def _engine_page(name, tmp_path):
         engine.quit()
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "cannot(engine=reason, ...): engines that can't run this test here, each with the reason "
+        "(skipped before the browser starts)",
+    )
+
+
 @pytest.fixture(params=ENGINES)
 def engine_page(request, tmp_path):
     """The page in each engine of ENGINES (chromium, firefox, webkit) in turn, a fresh browser per
-    test; fails the test on errors the page's code caused and on CSP violations."""
+    test; fails the test on errors the page's code caused and on CSP violations. A test marked
+    @pytest.mark.cannot(webkit="why") is skipped in that engine, with the reason."""
+    marker = request.node.get_closest_marker("cannot")
+    if marker and request.param in marker.kwargs:
+        pytest.skip(f"{request.param}: {marker.kwargs[request.param]}")
     yield from _engine_page(request.param, tmp_path)
 
 

@@ -3,37 +3,11 @@ stalled uploads, the keep-screen-on hint, translated strings; and Chromium-only 
 needs its DevTools protocol (an iPhone's user agent, the tab hidden and shown again)."""
 
 import json
-import os
-import signal
 import threading
 import time
 
-from conftest import ENGLISH, assert_same_files, write_file
+from conftest import ENGLISH, Paused, assert_same_files, sparse, write_file
 from test_page import SPANISH, disguised_executable, summary
-
-
-def sparse(path, size):
-    """A file of `size` zero bytes that takes no disk space: quick to make, read back as zeros."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as handle:
-        handle.truncate(size)
-    return path
-
-
-class Paused:
-    """The test host stopped (SIGSTOP to its PID, a process this test started) and continued: its
-    sockets stay open and the kernel keeps queueing connections and bytes until its buffers are
-    full, so the page's request hangs instead of failing, as when a device drops off Wi-Fi."""
-
-    def __init__(self, host):
-        self.pid = host.process.pid
-
-    def __enter__(self):
-        os.kill(self.pid, signal.SIGSTOP)
-        return self
-
-    def __exit__(self, *exc):
-        os.kill(self.pid, signal.SIGCONT)
 
 
 def test_folder_input_that_yields_no_folder(start_host, engine_page, tmp_path):
