@@ -804,8 +804,12 @@
     } else if (!wanted) {
       releaseWakeLock();
     }
-    ui.root.dataset.wakeLock = state.wakeLock ? 'held' : wanted ? 'wanted' : 'off';
-    ui.keepAwake.hidden = !wanted || !!state.wakeLock;
+    // For the tests: held, asking, wanted (and not held: the hint says to keep the screen on), off.
+    let lock = 'off';
+    if (state.wakeLock) lock = 'held';
+    else if (wanted) lock = state.wakeLockPending ? 'asking' : 'wanted';
+    ui.root.dataset.wakeLock = lock;
+    ui.keepAwake.hidden = lock !== 'wanted';
   }
 
   function releaseWakeLock() {

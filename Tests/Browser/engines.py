@@ -169,6 +169,17 @@ class SeleniumEngine:
     def click(self, element_id):
         self.driver.find_element(By.ID, element_id).click()
 
+    def hide_page(self):
+        """Another tab in front: the page's visibilityState becomes hidden (Chromium)."""
+        if self.name == "webkit":
+            raise EngineCannot("MiniBrowser opens a new tab as a window of its own, and the page stays visible")
+        self._page_window = self.driver.current_window_handle
+        self.driver.switch_to.new_window("tab")
+
+    def show_page(self):
+        self.driver.close()
+        self.driver.switch_to.window(self._page_window)
+
     def console_errors(self):
         if self.name == "chromium":
             return [
@@ -470,6 +481,14 @@ class BiDiDriver:
             },
         )
         self.command("input.releaseActions", {"context": self.context})
+
+    def hide_page(self):
+        """Another tab in front: the page's visibilityState becomes hidden."""
+        self._other_tab = self.command("browsingContext.create", {"type": "tab"})["context"]
+
+    def show_page(self):
+        self.command("browsingContext.activate", {"context": self.context})
+        self.command("browsingContext.close", {"context": self._other_tab})
 
     def console_errors(self):
         self.execute_script("return 1")  # collects the events that arrived meanwhile

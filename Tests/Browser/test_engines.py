@@ -6,8 +6,18 @@ import json
 import threading
 import time
 
+import pytest
+
 from conftest import ENGLISH, Paused, assert_same_files, sparse, write_file
+from engines import EngineCannot
 from test_page import SPANISH, disguised_executable, summary
+
+IPHONE = ("Mozilla/5.0 (iPhone; CPU iPhone OS 18_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) "
+          "Version/18.5 Mobile/15E148 Safari/604.1")
+# iPadOS asks for desktop pages: a Mac's user agent, told apart by its touch points.
+IPAD = ("Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) "
+        "Version/18.5 Safari/605.1.15")
+NOT_CHROMIUM = "only Chromium's DevTools protocol overrides a page's user agent and touch points here"
 
 
 def test_folder_input_that_yields_no_folder(start_host, engine_page, tmp_path):
@@ -142,12 +152,21 @@ def test_slow_but_moving_upload_is_never_cut(start_host, engine_page, tmp_path):
     assert_same_files({"slow.bin": big}, host.finish())
 
 
-def test_keep_screen_on_hint_while_large_files_upload(start_host, engine_page, tmp_path):
+@pytest.mark.parametrize("wake_lock", ["allowed", "refused"])
+def test_keep_screen_on_hint_while_large_files_upload(start_host, engine_page, tmp_path, wake_lock):
     """While large files are on their way (50 MB to send by default; 1 byte here, through the
     test-only `bd-large-bytes`) the page asks for a screen wake lock where the browser has one and
-    otherwise says to keep the screen on; when all is sent, neither."""
+    otherwise says to keep the screen on; when all is sent, neither. Chromium and Firefox grant the
+    lock on 127.0.0.1 (a secure context); refused is the lock denied (Chromium's DevTools) as on a
+    LAN http:// address, where there is none."""
     page = engine_page
+    if wake_lock == "refused":
+        if page.name != "chromium":
+            page.cannot("only Chromium's DevTools protocol denies a permission here")
     host = start_host("--max-concurrent", "1")
+    if wake_lock == "refused":
+        page.driver.execute_cdp_cmd("Browser.setPermission", {
+            "permission": {"name": "screen-wake-lock"}, "setting": "denied", "origin": host.url.rstrip("/")})
     page.record()
     page.open(host.url + "?bd-large-bytes=1")
     assert not page.visible("keep-awake")
@@ -155,15 +174,18 @@ def test_keep_screen_on_hint_while_large_files_upload(start_host, engine_page, t
     with Paused(host):  # holds the queue while the page is looked at
         page.choose_files(files)
         page.wait(lambda d: page.js("return document.documentElement.dataset.wakeLock") in ("held", "wanted"),
-                  10, "the page to want the screen on")
+                  10, "the page to have asked for the screen to stay on")
         lock = page.js("return document.documentElement.dataset.wakeLock")
         if lock == "wanted":
             page.wait(lambda d: page.visible("keep-awake"), 5, "the keep-screen-on hint")
             assert page.text("keep-awake") == ENGLISH["keepScreenOn"]
             page.screenshot("page-keep-screen-on.png", 360, height=800, full=False)
+            page.engine.set_viewport(1000, 900)
         else:
             assert not page.visible("keep-awake"), "a held wake lock needs no hint"
         print(f"{page.name}: wake lock {lock}")
+        if wake_lock == "refused":
+            assert lock == "wanted"
     page.wait_settled(6, timeout=60)
     assert page.js("return document.documentElement.dataset.wakeLock") == "off"
     assert not page.visible("keep-awake")
@@ -202,5 +224,72 @@ def test_translated_strings(start_host, engine_page, tmp_path):
     for key, english in ENGLISH.items():
         fragment = max(english.replace("{", "}").split("}"), key=len).strip()
         assert fragment not in shown, f"English text of {key!r} shown: {fragment!r}"
+    # The new hints are translated like the others, shown or not.
+    for key, element in [("folderUnsupported", "folder-hint"), ("keepScreenOn", "keep-awake"),
+                         ("iosOriginals", "ios-hint")]:
+        assert page.text(element) == SPANISH[key], key
     page.screenshot("page-translated.png", 1000)
     host.wait_count("uploadFinished", 1, timeout=15)
+
+
+def test_back_in_sight_checks_for_the_device_at_once(start_host, engine_page, tmp_path):
+    """The device went away and the page backs off (its next check 8 s away); the device is back
+    while the tab is hidden; when the tab is shown again the page checks at once and the file goes
+    up, before any scheduled check runs."""
+    page = engine_page
+    try:
+        page.engine.hide_page  # noqa: B018 - present in every engine; WebKit refuses when asked
+    except AttributeError:
+        page.cannot("no way to hide the page")
+    host = start_host()
+    page.record(probe_scale=0.25)  # checks 4 times later than asked: 4 s, then 8 s
+    page.open(host.url + "?bd-large-bytes=1")
+    host.send("suspend")
+    host.wait_for("suspended", timeout=30)
+    later = write_file(tmp_path / "later.bin", 300_000)
+    page.choose_files([later])
+    page.wait(lambda d: len(page.recorded()["probeDelays"]) >= 2, 15, "two checks asked for")
+    lock_before = page.js("return document.documentElement.dataset.wakeLock")
+    page.js(
+        "window.__seen = [];"
+        "document.addEventListener('visibilitychange', () => window.__seen.push(document.visibilityState));"
+    )
+    host.send("resume")
+    host.wait_for("resumed", timeout=30)
+    try:
+        page.engine.hide_page()
+    except EngineCannot as reason:
+        page.cannot(str(reason))
+    time.sleep(0.5)  # hidden for a moment (Chromium's driver can only script the tab in front)
+    page.engine.show_page()
+    page.wait_settled(1, timeout=4)
+    assert page.js("return window.__seen") == ["hidden", "visible"]
+    assert page.rows()[0]["state"] == "uploaded"
+    assert len(page.recorded()["probeDelays"]) == 2, "uploaded before any scheduled check ran"
+    assert page.notice() == ""
+    print(f"{page.name}: wake lock before hiding: {lock_before}")
+    host.wait_count("uploadFinished", 1, timeout=15)
+    assert_same_files({"later.bin": later}, host.finish())
+
+
+@pytest.mark.cannot(firefox=NOT_CHROMIUM, webkit=NOT_CHROMIUM)
+@pytest.mark.parametrize("device", ["iPhone", "iPad"])
+def test_ios_hint_and_no_folder_button(start_host, engine_page, device):
+    """On iOS and iPadOS (Safari's user agent and touch points, emulated) the page says to use
+    Choose files for original photos (the photo library converts HEIC to JPEG) and offers no folder
+    button (its picker returns files only); the hint is translated like every other string."""
+    page = engine_page
+    page.driver.execute_cdp_cmd("Emulation.setUserAgentOverride", {"userAgent": IPHONE if device == "iPhone" else IPAD})
+    page.driver.execute_cdp_cmd("Emulation.setTouchEmulationEnabled", {"enabled": True, "maxTouchPoints": 5})
+    host = start_host()
+    page.open(host.url)
+    assert page.js("return navigator.maxTouchPoints") == 5
+    assert page.visible("ios-hint") and page.text("ios-hint") == ENGLISH["iosOriginals"]
+    assert not page.visible("choose-folder") and page.visible("choose-files")
+    assert not page.visible("folder-hint"), "nothing went wrong: the button is simply not offered"
+    page.screenshot(f"page-ios-{device}.png", 390, height=844, full=False)
+    strings_file = host.log_path.parent / "strings.json"
+    strings_file.write_text(json.dumps(SPANISH), encoding="utf-8")
+    spanish = start_host("--strings", str(strings_file), "--language", "es")
+    page.open(spanish.url)
+    assert page.text("ios-hint") == SPANISH["iosOriginals"]

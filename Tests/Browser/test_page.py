@@ -570,7 +570,9 @@ def test_every_string_translated_with_title_language_and_accent(start_host, page
     shown.append(page.js("return document.body.innerText"))
     shown.extend(text for texts in page.recorded()["texts"].values() for text in texts)
 
-    assert sorted(seen) == sorted(ENGLISH), f"keys never seen: {sorted(set(ENGLISH) - set(seen))}"
+    # The hints of issue 17 need conditions of their own: test_engines.py shows each, translated.
+    elsewhere = {"folderUnsupported", "keepScreenOn", "iosOriginals"}
+    assert sorted(seen) == sorted(set(ENGLISH) - elsewhere), f"keys never seen: {sorted(set(ENGLISH) - set(seen) - elsewhere)}"
     everything = "\n".join(shown)
     assert "{" not in everything, "a placeholder was left unfilled"
     for key, english in ENGLISH.items():
