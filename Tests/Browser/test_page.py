@@ -1,4 +1,5 @@
-"""The bundled upload page against the real server, in headless Chromium."""
+"""The bundled upload page against the real server: in every engine (engine_page) where the test
+is engine-neutral, in Chromium (page) where it needs the DevTools protocol."""
 
 import json
 import os
