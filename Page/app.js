@@ -776,8 +776,8 @@
   // ---------------------------------------------------------------- keeping the screen on
 
   // While large files are on their way, a phone that locks its screen may stop sending. The page
-  // asks for a screen wake lock (only in a secure context: https or this very computer, so not on
-  // a LAN http:// address) and otherwise asks the person to keep the screen on.
+  // asks for a screen wake lock (only in a secure context: HTTPS or this very computer, so not on
+  // a LAN address over plain HTTP) and otherwise asks the person to keep the screen on.
   function keepAwake(wanted) {
     const lockable = 'wakeLock' in navigator && window.isSecureContext;
     state.keepAwake = wanted;

@@ -23,7 +23,9 @@ import time
 
 import pytest
 
-from engines import ENGINES, ERROR_CATCHER, EngineCannot, start_engine, stop_xvfb
+from engines import (
+    ENGINES, ERROR_CATCHER, EngineCannot, done_with, engine_for_test, stop_kept_engines, stop_xvfb,
+)
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts"
@@ -541,7 +543,7 @@ class Page:
 
 
 def _engine_page(name, tmp_path):
-    engine = start_engine(name, tmp_path / f"{name}.log")
+    engine = engine_for_test(name, tmp_path / f"{name}.log")
     engine.add_init_script(CSP_WATCH)
     if name == "webkit":
         engine.add_init_script(ERROR_CATCHER)
@@ -553,7 +555,7 @@ def _engine_page(name, tmp_path):
         violations = view.js("return window.__cspViolations || []")
         assert not violations, f"Content-Security-Policy violations ({name}): {violations}"
     finally:
-        engine.quit()
+        done_with(engine)
 
 
 def pytest_configure(config):
@@ -583,6 +585,7 @@ def page(tmp_path):
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _stop_xvfb_at_the_end():
+def _stop_browsers_and_xvfb_at_the_end():
     yield
+    stop_kept_engines()
     stop_xvfb()

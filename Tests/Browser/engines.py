@@ -128,6 +128,24 @@ class SeleniumEngine:
         self.driver = driver
         self._after_load = []  # WebKit: scripts run after each navigation (no preload scripts)
 
+    def begin(self):
+        """A fresh start for the next test (WebKit keeps its MiniBrowser between tests): a blank
+        window of 1000 × 900, no scripts of the last test's. Each test's server has a port of its
+        own, so the page's storage is another origin's anyway."""
+        self._after_load = []
+        self.driver.get("about:blank")
+        self.driver.set_window_size(1000, 900)
+
+    def end(self):
+        self._after_load = []
+
+    def alive(self):
+        try:
+            self.driver.execute_script("return 1")
+            return True
+        except Exception:  # noqa: BLE001 - any failure means a new browser
+            return False
+
     def get(self, url):
         self.driver.get(url)
         for source in self._after_load:
@@ -315,10 +333,30 @@ class BiDiDriver:
         self._lock = threading.Lock()
         self.log_entries = []
         self._preload = []
+        self.user_context = None
         self.command("session.new", {"capabilities": {"alwaysMatch": {"acceptInsecureCerts": False}}})
         self.command("session.subscribe", {"events": ["log.entryAdded"]})
         self.context = self.command("browsingContext.getTree", {})["contexts"][0]["context"]
+
+    def begin(self):
+        """A fresh start for the next test in the same Firefox: a user context of its own
+        (storage, cookies and cache apart, like a new profile) with one tab, 1000 × 900."""
+        self.user_context = self.command("browser.createUserContext", {})["userContext"]
+        self.context = self.command(
+            "browsingContext.create", {"type": "tab", "userContext": self.user_context}
+        )["context"]
+        self.log_entries = []
+        self._preload = []
         self.set_viewport(1000, 900)
+
+    def end(self):
+        """Closes the test's user context (and its tabs) and forgets its preload scripts."""
+        for script in self._preload:
+            self.command("script.removePreloadScript", {"script": script})
+        self._preload = []
+        if self.user_context:
+            self.command("browser.removeUserContext", {"userContext": self.user_context})
+            self.user_context = None
 
     def _wait_for_address(self, timeout):
         found = {}
@@ -429,7 +467,10 @@ class BiDiDriver:
         return self.execute_script("return document.title")
 
     def add_init_script(self, source):
-        self.command("script.addPreloadScript", {"functionDeclaration": "() => {\n" + source + "\n}"})
+        params = {"functionDeclaration": "() => {\n" + source + "\n}"}
+        if self.user_context:
+            params["userContexts"] = [self.user_context]
+        self._preload.append(self.command("script.addPreloadScript", params)["script"])
 
     init_scripts_run_before_the_page = True
 
@@ -490,9 +531,15 @@ class BiDiDriver:
         self.command("browsingContext.activate", {"context": self.context})
         self.command("browsingContext.close", {"context": self._other_tab})
 
+    def alive(self):
+        return self.process.poll() is None
+
     def console_errors(self):
         self.execute_script("return 1")  # collects the events that arrived meanwhile
-        return [e for e in self.log_entries if e.get("level") == "error"]
+        return [
+            e for e in self.log_entries
+            if e.get("level") == "error" and e.get("source", {}).get("context") == self.context
+        ]
 
     def set_viewport(self, width, height):
         self.command(
@@ -528,6 +575,50 @@ class BiDiDriver:
                         self.process.wait(timeout=10)
             self._log.close()
             self.profile.cleanup()
+
+
+_kept = {}  # engine name → an engine kept between tests (Firefox, WebKit: their start is slow)
+KEEP = ("firefox", "webkit")
+
+
+def engine_for_test(name, log_path):
+    """An engine ready for one test. Chromium starts anew each time (its DevTools overrides would
+    outlive a test, and it starts in about a second); Firefox and WebKit are started once and
+    given a fresh start per test (begin), a new one only if the last one died."""
+    if name not in KEEP:
+        return start_engine(name, log_path)
+    engine = _kept.get(name)
+    if engine is not None and not engine.alive():
+        try:
+            engine.quit()
+        except Exception:  # noqa: BLE001 - it was dead already
+            pass
+        engine = None
+    if engine is None:
+        engine = _kept[name] = start_engine(name, log_path.parent.parent / f"{name}-kept.log")
+    engine.begin()
+    return engine
+
+
+def done_with(engine):
+    """After a test: a kept engine is tidied for the next; Chromium is stopped."""
+    if engine.name in KEEP and _kept.get(engine.name) is engine:
+        try:
+            engine.end()
+        except Exception:  # noqa: BLE001 - broken: the next test starts a new one
+            _kept.pop(engine.name, None)
+            engine.quit()
+    else:
+        engine.quit()
+
+
+def stop_kept_engines():
+    while _kept:
+        _, engine = _kept.popitem()
+        try:
+            engine.quit()
+        except Exception:  # noqa: BLE001 - stopping anyway
+            pass
 
 
 def start_engine(name, log_path):
