@@ -139,6 +139,10 @@ class SeleniumEngine:
     def end(self):
         self._after_load = []
 
+    def root_pid(self):
+        """The driver's process: the browser's processes are all below it."""
+        return self.driver.service.process.pid
+
     def alive(self):
         try:
             self.driver.execute_script("return 1")
@@ -533,6 +537,9 @@ class BiDiDriver:
 
     def alive(self):
         return self.process.poll() is None
+
+    def root_pid(self):
+        return self.process.pid
 
     def console_errors(self):
         self.execute_script("return 1")  # collects the events that arrived meanwhile
