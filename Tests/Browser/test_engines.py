@@ -116,12 +116,12 @@ def test_stalled_upload_is_abandoned_and_sent_again(start_host, engine_page, tmp
 
 def test_slow_but_moving_upload_is_never_cut(start_host, engine_page, tmp_path):
     """The server runs 15 ms of every 0.8 s (paused the rest), so the upload moves in spurts and
-    takes several times the stall time (2 s here) in all: as long as bytes move the page leaves it
-    alone, one request, no notice."""
+    takes longer than the stall time (3 s here) in all: as long as bytes move the page leaves it
+    alone, one request, no abort, no notice."""
     page = engine_page
     host = start_host("--no-durability")
     page.record()
-    page.open(host.url + "?bd-stall-ms=2000")
+    page.open(host.url + "?bd-stall-ms=3000")
     big = sparse(tmp_path / "slow.bin", 80 << 20)
     stop = threading.Event()
     cycles = []
@@ -155,7 +155,7 @@ def test_slow_but_moving_upload_is_never_cut(start_host, engine_page, tmp_path):
     assert page.rows()[0]["state"] == "uploaded"
     assert recorded["requests"] == {"slow.bin": 1} and recorded["aborts"] == {}, recorded
     assert recorded["texts"]["notice"] == [], "a moving upload is never taken for a lost device"
-    assert took > 3, f"the upload took {took:.1f} s, not much longer than the stall time: throttle harder"
+    assert took > 3 and len(cycles) >= 4, f"{took:.1f} s, {len(cycles)} pauses: no longer than the stall time"
     host.wait_count("uploadFinished", 1, timeout=30)
     assert_same_files({"slow.bin": big}, host.finish())
 
