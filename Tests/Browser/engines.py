@@ -601,8 +601,17 @@ def engine_for_test(name, log_path):
         except Exception:  # noqa: BLE001 - it was dead already
             pass
         engine = None
-    if engine is None:
-        engine = _kept[name] = start_engine(name, log_path.parent.parent / f"{name}-kept.log")
+    if engine is not None:
+        try:
+            engine.begin()
+            return engine
+        except Exception:  # noqa: BLE001 - it won't start afresh: replace it
+            _kept.pop(name, None)
+            try:
+                engine.quit()
+            except Exception:  # noqa: BLE001
+                pass
+    engine = _kept[name] = start_engine(name, log_path.parent.parent / f"{name}-kept.log")
     engine.begin()
     return engine
 
