@@ -1,3 +1,4 @@
+import BrowserDropSystem
 import FoundationEssentials
 import Glibc
 
@@ -10,6 +11,13 @@ extension BrowserDropServer {
   /// `start()`'s work, while the state is `.starting`: creates the staging folder, loads what
   /// connections need, binds, and starts watching the addresses.
   func bringUp() async throws(BrowserDropError) {
+    // The blocking pool's threads, made here so that a process out of threads gets an error
+    // rather than a crash or a stall later.
+    do throws(SystemError) {
+      try BlockingPool.shared.start()
+    } catch {
+      throw BrowserDropError.listenFailed(error.description)
+    }
     let staging = self.staging
     let claimsSharedRoot =
       staging.root == Configuration.defaultStagingRoot.standardizedFileURL
@@ -24,6 +32,7 @@ extension BrowserDropServer {
       do throws(SystemError) {
         fd = try staging.openSession()
       } catch {
+        staging.removeAll()
         throw .stagingUnavailable(path: staging.root.path, reason: error.reason)
       }
       return (
@@ -48,11 +57,10 @@ extension BrowserDropServer {
     }
     guard case .starting = state else { throw await undo(.sessionEnded) }
     let listener: Listener
-    do throws(ListenError) {
-      listener = try Listener.open(
-        address: configuration.bindAddress, port: configuration.port, fallback: true)
+    do throws(BrowserDropError) {
+      listener = try openListener(port: configuration.port, fallback: true)
     } catch {
-      throw await undo(BrowserDropError(error))
+      throw await undo(error)
     }
     let session = ServerState.Session(
       services: services, sessionFD: sessionFD, monitor: monitorAddresses(), port: listener.port,
@@ -64,10 +72,19 @@ extension BrowserDropServer {
   func listen(
     _ session: ServerState.Session, port: Int, fallback: Bool
   ) throws(BrowserDropError) {
+    serve(session, on: try openListener(port: port, fallback: fallback))
+  }
+
+  private func openListener(port: Int, fallback: Bool) throws(BrowserDropError) -> Listener {
+    // Started here rather than once per process: after `epoll_wait` failed, the loop is gone and
+    // `resume()` makes a new one. A process out of descriptors gets an error, not a crash.
+    do throws(SystemError) {
+      try Reactor.shared.start()
+    } catch {
+      throw .listenFailed(error.description)
+    }
     do throws(ListenError) {
-      let listener = try Listener.open(
-        address: configuration.bindAddress, port: port, fallback: fallback)
-      serve(session, on: listener)
+      return try Listener.open(address: configuration.bindAddress, port: port, fallback: fallback)
     } catch {
       throw BrowserDropError(error)
     }
