@@ -117,7 +117,8 @@ let fuzzLinkFlags: [LinkerSetting] =
     ])
   ] : []
 package.targets.first { $0.name == "BrowserDrop" }?.swiftSettings?.append(contentsOf: fuzzFlags)
-for name in ["FuzzRequestHead", "FuzzUploadPath", "FuzzHostPolicy"] where fuzzing {
+for name in ["FuzzRequestHead", "FuzzUploadPath", "FuzzHostPolicy", "FuzzRequestPolicy"]
+where fuzzing {
   package.targets.append(
     .executableTarget(
       name: name, dependencies: ["BrowserDrop"], path: "Fuzz/\(name)",

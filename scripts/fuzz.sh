@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets in Fuzz/ (address sanitizer, coverage on the BrowserDrop library)
-# and runs each for a bounded time, starting from its checked-in seeds in Fuzz/corpus/<target>.
+# and runs each for a bounded time or number of executions, starting from its checked-in seeds in
+# Fuzz/corpus/<target>.
 #   scripts/fuzz.sh [seconds per target, default 60] [target…]
+#   scripts/fuzz.sh --runs <executions per target> [target…]
 # Prints executions and executions/s per target. Exits non-zero when a target crashes, times out
 # or runs out of memory; the input that did it is kept as artifacts/fuzz/<target>-crash-… .
 # New corpus entries go to .build/fuzz/corpus/<target> (not checked in).
@@ -10,10 +12,30 @@ export SWIFT_BACKTRACE=enable=no
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-seconds=${1:-60}
-shift || true
+runs=
+seconds=60
+if [[ ${1:-} == --runs ]]; then
+  [[ ${2:-} =~ ^[0-9]+$ ]] || { echo "fuzz.sh: --runs needs a number of executions" >&2; exit 2; }
+  runs=$2
+  shift 2
+elif [[ ${1:-} =~ ^[0-9]+$ ]]; then
+  seconds=$1
+  shift
+fi
 targets=("$@")
-[[ ${#targets[@]} -eq 0 ]] && targets=(FuzzRequestHead FuzzUploadPath FuzzHostPolicy)
+[[ ${#targets[@]} -eq 0 ]] &&
+  targets=(FuzzRequestHead FuzzUploadPath FuzzHostPolicy FuzzRequestPolicy)
+# A time bound, or an execution count with no time bound (libFuzzer's -max_total_time=0) and a
+# watchdog of a day, which any count a person asks for here finishes well within.
+if [[ -n $runs ]]; then
+  bound=(-runs="$runs" -max_total_time=0)
+  watchdog=86400
+  budget="of $runs asked"
+else
+  bound=(-max_total_time="$seconds")
+  watchdog=$((seconds + 120))
+  budget="in ${seconds}s"
+fi
 
 # libFuzzer without its own main, from the toolchain that builds the package.
 swiftc_path=$(readlink -f "$(command -v swiftc)")
@@ -41,19 +63,19 @@ for target in "${targets[@]}"; do
   max_len=4096
   [[ $target == FuzzRequestHead ]] && max_len=20000
   # Swift's runtime keeps metadata caches for the life of the process: not leaks to report.
-  ASAN_OPTIONS=detect_leaks=0 timeout $((seconds + 120)) ".build/fuzz/debug/$target" \
-    -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=$max_len \
+  ASAN_OPTIONS=detect_leaks=0 timeout "$watchdog" ".build/fuzz/debug/$target" \
+    "${bound[@]}" -timeout=10 -rss_limit_mb=2048 -max_len=$max_len \
     -print_final_stats=1 -artifact_prefix="artifacts/fuzz/$target-" \
     "$work" "Fuzz/corpus/$target" >"$log" 2>&1
   rc=$?
-  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+  executed=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
   corpus=$(ls "$work" | wc -l)
   if [[ $rc -eq 0 ]]; then
-    echo "fuzz: $target: ${runs:-?} executions in ${seconds}s (${rate:-?}/s), corpus $corpus new inputs, no crash"
+    echo "fuzz: $target: ${executed:-?} executions $budget (${rate:-?}/s), corpus $corpus new inputs, no crash"
   else
     status=1
-    echo "fuzz: $target FAILED (exit $rc) after ${runs:-?} executions; log $log; input:"
+    echo "fuzz: $target FAILED (exit $rc) after ${executed:-?} executions; log $log; input:"
     ls artifacts/fuzz/"$target"-* 2>/dev/null | grep -v '\.log$'
     grep -m5 -E "invariant broken|ERROR|Fatal error|SUMMARY" "$log"
   fi

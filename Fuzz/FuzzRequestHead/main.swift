@@ -30,7 +30,7 @@ public func fuzzRequestHead(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
 
   let head = UnsafeRawBufferPointer(rebasing: bytes[..<(fullEnd ?? size)])
   // A refused head (431 or 400) becomes a 403 only for a foreign Host, read leniently.
-  let hostFirst = RequestHead.hostFirst(Refusal(.badRequest), in: head)
+  let hostFirst = RequestPolicy.hostFirst(Refusal(.badRequest), in: head)
   check([.badRequest, .forbidden].contains(hostFirst.error), "hostFirst answers 400 or 403")
   guard let parsed = try? RequestHead.parse(head) else { return 0 }
   checkConsistent(parsed, head)

@@ -171,53 +171,45 @@ struct ConnectionTests {
     }
   }
 
-  /// Read eagerly during an upload of about 1.5 s, the progress stream brings about ten lists
-  /// a second at most, and the counts only grow.
+  /// Read eagerly during an upload that lasts 1.5 s of a manual clock, the progress stream
+  /// brings exactly one list per 100 ms, and the counts only grow.
   @Test func progressIsThrottledToAboutTenListsASecond() async throws {
-    let session = try await TestSession.start()
+    let session = try await TimingRuleTests.start()
     defer { Task { await session.stop() } }
-    let client = try await session.client()
+    let client = try await RawClient.connect(port: session.port)
     let pieces = 15
     try await client.send(
       Requests.uploadHead(port: session.port, encodedPath: "t.bin", length: pieces * 1000))
-    let sender = Task {
-      for _ in 0..<pieces {
-        try await client.send(TestBytes.make(1000))
-        try await Task.sleep(for: .milliseconds(100))
-      }
-      return try await client.readReply().status
+    var lists = session.server.progress.makeAsyncIterator()
+    var received = [try #require(await lists.next()).first?.receivedBytes ?? 0]
+    for piece in 1...pieces {
+      try await client.send(TestBytes.make(1000))
+      // After each list the progress task sleeps exactly one interval, then publishes again.
+      await session.clock.sleeper(until: .milliseconds(100 * piece))
+      session.clock.advance(by: .milliseconds(100))
+      let list = try #require(await lists.next())
+      received.append(list.first?.receivedBytes ?? pieces * 1000)
     }
-    var received: [Int] = []
-    var stamps: [ContinuousClock.Instant] = []
-    for await list in session.server.progress {
-      stamps.append(.now)
-      guard let item = list.first else {
-        if !received.isEmpty { break }  // the empty list after the upload
-        continue
-      }
-      received.append(item.receivedBytes)
-    }
-    #expect(try await sender.value == 201)
+    #expect(try await client.readReply().status == 201)
     #expect(received == received.sorted())
-    #expect(received.count >= 3)
-    let elapsed = try #require(stamps.first).duration(to: try #require(stamps.last))
-    #expect(
-      Double(stamps.count) <= elapsed / .milliseconds(100) + 2, "\(stamps.count) in \(elapsed)")
+    #expect(received.count == pieces + 1)
   }
 
-  /// A reader that does not read while an upload of about a second arrives (ten or so lists are
-  /// published meanwhile) finds only the newest one waiting.
+  /// A reader that does not read while ten lists are published (1 s of a manual clock) finds
+  /// only the newest one waiting.
   @Test func aProgressReaderThatFallsBehindGetsOnlyTheNewestList() async throws {
-    let session = try await TestSession.start()
+    let session = try await TimingRuleTests.start()
     defer { try? FileManager.default.removeItem(at: session.root) }
-    let client = try await session.client()
+    let client = try await RawClient.connect(port: session.port)
     let pieces = 10
     try await client.send(
       Requests.uploadHead(port: session.port, encodedPath: "n.bin", length: pieces * 1000))
-    for _ in 0..<pieces {
+    for piece in 1...pieces {
       try await client.send(TestBytes.make(1000))
-      try await Task.sleep(for: .milliseconds(100))
+      await session.clock.sleeper(until: .milliseconds(100 * piece))
+      session.clock.advance(by: .milliseconds(100))
     }
+    await session.clock.sleeper(until: .milliseconds(100 * (pieces + 1)))
     #expect(try await client.readReply().status == 201)
     _ = try await session.server.finish()  // ends the stream: what is left is what was kept
     var lists: [[UploadProgress]] = []

@@ -257,15 +257,15 @@ struct SharedStagingRootTests {
 
     let link = base.appending(path: "link").path
     try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: fresh)
-    #expect(throws: BrowserDropError.self) { try StagingFolder.claimSharedRoot(link) }
+    #expect(throws: StagingError.self) { try StagingFolder.claimSharedRoot(link) }
 
     let open = base.appending(path: "open").path
     #expect(mkdir(open, 0o777) == 0 && chmod(open, 0o777) == 0)
-    #expect(throws: BrowserDropError.self) { try StagingFolder.claimSharedRoot(open) }
+    #expect(throws: StagingError.self) { try StagingFolder.claimSharedRoot(open) }
 
     let file = base.appending(path: "file").path
     #expect(FileManager.default.createFile(atPath: file, contents: Data()))
-    #expect(throws: BrowserDropError.self) { try StagingFolder.claimSharedRoot(file) }
+    #expect(throws: StagingError.self) { try StagingFolder.claimSharedRoot(file) }
   }
 }
 

@@ -106,12 +106,11 @@ struct RequestHead: Sendable, Equatable {
     return head
   }
 
-  /// Protocol v1 decides Host before framing: a head refused as too large or unreadable
-  /// (`refusal`) is answered 403 instead when a Host header in it names no private address, so
-  /// that a request for a foreign name never learns more than that. Only complete lines of
-  /// `bytes` are looked at, leniently (bare LF or CRLF); a head with no Host, or only allowed
-  /// ones, keeps its refusal.
-  static func hostFirst(_ refusal: Refusal, in bytes: UnsafeRawBufferPointer) -> Refusal {
+  /// The Host values of `bytes`, read leniently: only complete lines (ending in bare LF or
+  /// CRLF) up to the blank line, the request line skipped, values trimmed of SP and HTAB. A head
+  /// the strict parser refuses is read this way so that `RequestPolicy` can decide Host first.
+  static func lenientHostValues(in bytes: UnsafeRawBufferPointer) -> [String] {
+    var hosts: [String] = []
     var lineStart = 0
     var isRequestLine = true
     for index in bytes.indices where bytes[index] == 0x0A {
@@ -134,11 +133,9 @@ struct RequestHead: Sendable, Equatable {
       while valueEnd > valueStart, bytes[valueEnd - 1] == 0x20 || bytes[valueEnd - 1] == 0x09 {
         valueEnd -= 1
       }
-      if !HostPolicy.isAllowed(host: string(bytes, valueStart..<valueEnd)) {
-        return Refusal.foreignHost
-      }
+      hosts.append(string(bytes, valueStart..<valueEnd))
     }
-    return refusal
+    return hosts
   }
 
   private static func parseRequestLine(

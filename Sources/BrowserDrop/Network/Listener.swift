@@ -2,6 +2,15 @@ import BrowserDropSystem
 import CBrowserDropLinux
 import Glibc
 
+/// Why a listener could not be opened; the server reports it as the `BrowserDropError` case of
+/// the same name.
+enum ListenError: Error, Equatable {
+  /// The port is out of range, taken or not permitted, for `reason` (a clause).
+  case portUnavailable(port: Int, reason: String)
+  /// The bind address is not an IPv4 or IPv6 literal.
+  case invalidBindAddress(String)
+}
+
 /// A listening TCP socket.
 final class Listener: Sendable {
   let socket: Socket
@@ -20,7 +29,7 @@ final class Listener: Sendable {
   /// listens. Port 80 falls back to 8080 when taken or not permitted, unless `fallback` is off.
   static func open(
     address: String?, port: Int, fallback: Bool = true
-  ) throws(BrowserDropError)
+  ) throws(ListenError)
     -> Listener
   {
     guard (0...65535).contains(port) else {

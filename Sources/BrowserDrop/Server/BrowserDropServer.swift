@@ -1,7 +1,6 @@
 import BrowserDropSystem
 public import FoundationEssentials
 import Glibc
-import Synchronization
 
 /// One upload session: an HTTP server that serves the upload page and stores what arrives in a
 /// staging folder until the host takes it with `finish()` or drops it with `cancel()`.
@@ -17,62 +16,47 @@ public actor BrowserDropServer {
   /// newest list is kept for a slow reader. An empty list follows the last upload.
   public nonisolated let progress: AsyncStream<[UploadProgress]>
 
-  private enum Phase {
-    case idle
-    case listening
-    case suspended
-    case ended
-  }
-
-  private struct InFlight {
-    let upload: Upload
-    let counter: ProgressCounter
-  }
-
-  private let eventSink: AsyncStream<Event>.Continuation
-  private let progressSink: AsyncStream<[UploadProgress]>.Continuation
-  private let staging: StagingFolder
-  private let pageBundle: [String: [UInt8]]
-  private var phase = Phase.idle
-  private var index = SessionIndex(caseInsensitive: false)
-  private var inFlight: [UInt64: InFlight] = [:]
-  private var nextUploadID: UInt64 = 1
-  private var boundPort: Int?
-  private var currentAddresses: [Address] = []
-  private var listenerTask: Task<Void, Never>?
-  private var monitorTask: Task<Void, Never>?
-  private var progressTask: Task<Void, Never>?
-  private var services: SessionServices?
-  private var freeSpace = FreeSpaceEstimate()
-  /// The session folder, open from `start()` until the session ends (`StagingFolder.place`).
-  private var sessionFD: Int32 = -1
+  let eventSink: AsyncStream<Event>.Continuation
+  let progressSink: AsyncStream<[UploadProgress]>.Continuation
+  let staging: StagingFolder
+  /// What the timing rules read (progress throttle, free-space lifetime, address poll).
+  let clock: any SessionClock
+  let pageBundle: [String: [UInt8]]
+  /// Where the session is in its life, with what exists at that point (`ServerState.swift`).
+  var state = ServerState.idle
+  var index = SessionIndex(caseInsensitive: false)
+  var admission: UploadAdmission
 
   /// Creates a session; nothing listens until `start()`.
   public init(configuration: Configuration = Configuration()) {
     self.init(configuration: configuration, pageBundle: PageSource.bundledFiles)
   }
 
-  /// A session whose bundled page is `pageBundle` instead of the files embedded from `Page/`:
-  /// tests use it to see what a build without them answers (500 `page_missing`).
-  init(configuration: Configuration, pageBundle: [String: [UInt8]]) {
+  /// A session whose bundled page is `pageBundle` instead of the files embedded from `Page/`
+  /// (tests use it to see what a build without them answers: 500 `page_missing`), and whose
+  /// timing rules read `clock` (tests advance a manual one).
+  init(
+    configuration: Configuration, pageBundle: [String: [UInt8]],
+    clock: any SessionClock = SystemSessionClock()
+  ) {
     self.pageBundle = pageBundle
     self.configuration = configuration
+    self.clock = clock
     (events, eventSink) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
     (progress, progressSink) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
     staging = StagingFolder(root: configuration.stagingRoot)
+    admission = UploadAdmission(reservedFreeSpace: configuration.reservedFreeSpace)
   }
 
   deinit {
-    listenerTask?.cancel()
-    monitorTask?.cancel()
-    progressTask?.cancel()
+    state.cancelTasks()
   }
 
   /// The addresses the page can be reached at (empty before `start()`).
-  public var addresses: [Address] { currentAddresses }
+  public var addresses: [Address] { state.addresses }
 
   /// The port the server listens on, once started.
-  public var port: Int? { boundPort }
+  public var port: Int? { state.port }
 
   /// The session's folder inside `stagingRoot`: complete files only, laid out as sent.
   public nonisolated var sessionFolder: URL { staging.session }
@@ -105,66 +89,37 @@ public actor BrowserDropServer {
   /// Calling it again while listening returns the same addresses.
   @discardableResult
   public func start() async throws -> [Address] {
-    switch phase {
-    case .listening: return currentAddresses
+    switch state {
+    case .listening: return state.addresses
     case .suspended:
       try await resume()
-      return currentAddresses
+      return state.addresses
     case .ended: throw BrowserDropError.sessionEnded
+    case .starting(let starting):
+      // Another call is starting the session: its outcome is this one's.
+      try await starting.value
+      return state.addresses
     case .idle: break
     }
-    // The blocking pool's threads, made here so that a process out of threads gets an error
-    // rather than a crash or a stall later.
-    do throws(SystemError) {
-      try BlockingPool.shared.start()
-    } catch {
-      throw BrowserDropError.listenFailed(error.description)
-    }
-    let staging = self.staging
-    let (caseInsensitive, partialKind, sessionFD) = try await BlockingPool.shared.run {
-      () throws(BrowserDropError) -> (Bool, PartialFile.Kind, Int32) in
-      try staging.create()
-      let fd: Int32
-      do throws(SystemError) {
-        fd = try staging.openSession()
-      } catch {
-        staging.removeAll()
-        throw .stagingUnavailable(path: staging.root.path, reason: error.reason)
-      }
-      return (
-        staging.probeCaseInsensitivity(), PartialFile.probeKind(in: staging.incomingPath), fd
-      )
-    }
-    self.sessionFD = sessionFD
-    index = SessionIndex(caseInsensitive: caseInsensitive)
-    let services: SessionServices
+    let starting = Task { try await self.bringUp() }
+    state = .starting(starting)
     do {
-      services = try await SessionServices.load(
-        server: self, configuration: configuration, staging: staging, partialKind: partialKind,
-        pageBundle: pageBundle)
+      try await starting.value
     } catch {
-      closeSession()
-      staging.removeAll()
+      // Nothing is left of a failed start (`bringUp` undid it): it may be tried again.
+      if case .starting = state { state = .idle }
       throw error
     }
-    self.services = services
-    do {
-      try listen(port: configuration.port, fallback: true)
-    } catch {
-      closeSession()
-      staging.removeAll()
-      throw error
-    }
-    startMonitoringAddresses()
-    return currentAddresses
+    return state.addresses
   }
 
   /// Stops listening and ends every connection; files that arrived are kept. Uploads in flight
   /// fail with `.cancelled` (the bundled page retries them after `resume()`).
   public func suspend() async {
-    guard phase == .listening else { return }
-    phase = .suspended
-    await stopListening()
+    guard case .listening(let live, let listener) = state else { return }
+    state = .suspended(live)
+    listener.cancel()
+    await listener.value
   }
 
   /// Listens again on the same port after `suspend()` or `.interrupted`; `addresses` then lists
@@ -174,17 +129,14 @@ public actor BrowserDropServer {
   /// It returns nothing, so the seed's `case .interrupted: try? await server.resume()` compiles
   /// without a warning (`try?` on a call with a result warns that the result is unused).
   public func resume() async throws {
-    switch phase {
+    var live: ServerState.Session
+    switch state {
     case .listening: return
     case .ended: throw BrowserDropError.sessionEnded
-    case .idle:
+    case .idle, .starting:
       try await start()
       return
-    case .suspended: break
-    }
-    guard let port = boundPort else {
-      try listen(port: configuration.port, fallback: true)
-      return
+    case .suspended(let suspended): live = suspended
     }
     // The port was this server's a moment ago, yet a process the host is starting can still
     // hold the old listening socket: `posix_spawn` and `fork` copy every descriptor, and the
@@ -194,30 +146,31 @@ public actor BrowserDropServer {
     while true {
       let failure: BrowserDropError
       do {
-        try listen(port: port, fallback: false)
+        try listen(live, port: live.port, fallback: false)
         return
       } catch {
         failure = error
       }
       guard case .portUnavailable = failure, attempt < Self.relistenAttempts else { throw failure }
       attempt += 1
-      try await Task.sleep(for: .milliseconds(50))
+      try await clock.sleep(for: Self.relistenPause)
       // `suspend`, `finish` or `cancel` may have run meanwhile.
-      switch phase {
-      case .suspended: continue
+      switch state {
+      case .suspended(let suspended): live = suspended
       case .listening: return
-      case .ended, .idle: throw BrowserDropError.sessionEnded
+      case .ended, .idle, .starting: throw BrowserDropError.sessionEnded
       }
     }
   }
 
-  /// How often `resume()` tries its old port, 50 ms apart (one second in all).
+  /// How often `resume()` tries its old port, `relistenPause` apart (one second in all).
   private static let relistenAttempts = 20
+  private static let relistenPause = Duration.milliseconds(50)
 
   /// Ends the session and hands over its folder, or returns `nil` (and removes the folder) when
   /// nothing arrived. The folder is the caller's from then on: the server never touches it again.
   public func finish() async throws -> URL? {
-    guard phase != .ended else { throw BrowserDropError.sessionEnded }
+    if case .ended = state { throw BrowserDropError.sessionEnded }
     await end()
     let staging = self.staging
     let empty = index.files.isEmpty
@@ -229,7 +182,7 @@ public actor BrowserDropServer {
 
   /// Ends the session and deletes everything that arrived.
   public func cancel() async {
-    guard phase != .ended else { return }
+    if case .ended = state { return }
     await end()
     let staging = self.staging
     await BlockingPool.shared.run { staging.removeAll() }
@@ -258,228 +211,4 @@ public actor BrowserDropServer {
   ) {
     StagingFolder.removeLeftovers(in: stagingRoot)
   }
-
-  // MARK: - Listening
-
-  private func listen(port: Int, fallback: Bool) throws(BrowserDropError) {
-    guard let services else { throw .sessionEnded }
-    // Started here rather than once per process: after `epoll_wait` failed, the loop is gone and
-    // `resume()` makes a new one. A process out of descriptors gets an error, not a crash.
-    do throws(SystemError) {
-      try Reactor.shared.start()
-    } catch {
-      throw .listenFailed(error.description)
-    }
-    let listener = try Listener.open(
-      address: configuration.bindAddress, port: port, fallback: fallback)
-    boundPort = listener.port
-    currentAddresses = InterfaceAddresses.current(
-      port: listener.port, bindAddress: configuration.bindAddress)
-    phase = .listening
-    // The listener and its connections run on the event loop (see `Reactor`).
-    listenerTask = Task(executorPreference: Reactor.shared) { [weak self] in
-      let lost = await services.serve(listener)
-      if lost { await self?.listenerLost() }
-    }
-  }
-
-  private func closeSession() {
-    if sessionFD >= 0 { close(sessionFD) }
-    sessionFD = -1
-  }
-
-  private func listenerLost() {
-    guard phase == .listening else { return }
-    phase = .suspended
-    listenerTask = nil
-    eventSink.yield(.interrupted)
-  }
-
-  private func stopListening() async {
-    let task = listenerTask
-    listenerTask = nil
-    task?.cancel()
-    await task?.value
-  }
-
-  private func end() async {
-    phase = .ended
-    defer { closeSession() }
-    monitorTask?.cancel()
-    monitorTask = nil
-    await stopListening()
-    progressTask?.cancel()
-    progressTask = nil
-    progressSink.finish()
-    eventSink.finish()
-  }
-
-  private func startMonitoringAddresses() {
-    let bindAddress = configuration.bindAddress
-    monitorTask = Task { [weak self] in
-      while !Task.isCancelled {
-        do { try await Task.sleep(for: .seconds(2)) } catch { return }
-        guard let port = await self?.boundPort else { return }
-        let now = await BlockingPool.shared.run {
-          InterfaceAddresses.current(port: port, bindAddress: bindAddress)
-        }
-        await self?.updateAddresses(now)
-      }
-    }
-  }
-
-  private func updateAddresses(_ addresses: [Address]) {
-    guard phase == .listening || phase == .suspended, addresses != currentAddresses else { return }
-    currentAddresses = addresses
-    eventSink.yield(.addressesChanged(addresses))
-  }
-
-  // MARK: - Uploads (asked by connections)
-
-  /// What `admit` decided.
-  enum Admission: Sendable {
-    case accepted(UploadTicket)
-    case refused(Refusal)
-    /// The free-space figure is too old to decide with: measure (`statvfs`) and ask again.
-    case measureFreeSpace
-  }
-
-  /// Whether `size` bytes leave at least `reservedFreeSpace` of `available`. Either can be as
-  /// large as an `Int` holds (a 19-digit Content-Length, a reserve of `Int.max`): compared
-  /// without overflowing.
-  private func fits(_ size: Int, in available: Int) -> Bool {
-    let (room, overflow) = available.subtractingReportingOverflow(configuration.reservedFreeSpace)
-    return !overflow && size <= room
-  }
-
-  /// Decides whether an upload may start: name conflicts, then free space (counting what uploads
-  /// in flight still have to write). On success the upload is in flight and `.uploadStarted`
-  /// has been sent.
-  ///
-  /// `freeBytes` is a fresh measurement, or `nil` to decide from the last one when that is
-  /// recent and the answer is clear even counting every byte admitted since as written;
-  /// otherwise the answer is `.measureFreeSpace`.
-  func admit(_ path: UploadPath, size: Int, freeBytes: Int?) -> Admission {
-    guard phase == .listening else {
-      return .refused(Refusal(.writeFailed, "The session is not accepting uploads."))
-    }
-    if let conflict = index.conflict(for: path) { return .refused(conflict) }
-    let pending = inFlight.values.reduce(0) { $0 + max(0, $1.upload.size - $1.counter.bytes) }
-    if let freeBytes {
-      freeSpace.record(freeBytes)
-      if !fits(size, in: freeBytes - pending) {
-        return .refused(Refusal(.insufficientStorage))
-      }
-    } else {
-      guard let estimate = freeSpace.pessimisticEstimate(), fits(size, in: estimate - pending)
-      else { return .measureFreeSpace }
-    }
-    freeSpace.admitted(size)
-    let upload = Upload(id: nextUploadID, relativePath: path.value, size: size)
-    nextUploadID += 1
-    let counter = ProgressCounter()
-    inFlight[upload.id] = InFlight(upload: upload, counter: counter)
-    eventSink.yield(.uploadStarted(upload))
-    startPublishingProgress()
-    return .accepted(
-      UploadTicket(
-        upload: upload, path: path, counter: counter))
-  }
-
-  /// Stores a complete upload: checks the name again, moves the file into place and records it.
-  /// Returns the record and the folders whose entries changed.
-  func store(
-    _ ticket: UploadTicket, partial: PartialFile, mimeType: String?, kind: ContentKind
-  ) -> Result<(ReceivedFile, [String]), Refusal> {
-    guard phase != .ended, inFlight[ticket.upload.id] != nil else {
-      return .failure(Refusal(.writeFailed, "The session ended while the file was arriving."))
-    }
-    if let conflict = index.conflict(for: ticket.path) {
-      finishUpload(ticket, failure: .pathConflict)
-      return .failure(conflict)
-    }
-    let changed: [String]
-    do {
-      changed = try staging.place(partial: partial, at: ticket.path, sessionFD: sessionFD)
-    } catch {
-      finishUpload(ticket, failure: .writeFailed(error.reason))
-      return .failure(Refusal(.writeFailed, "The file couldn't be stored: \(error.reason)."))
-    }
-    let file = ReceivedFile(
-      relativePath: ticket.path.value, size: ticket.upload.size,
-      sessionFolder: staging.session, receivedAt: Date(), mimeType: mimeType, kind: kind)
-    index.insert(file, at: ticket.path)
-    finishUpload(ticket, failure: nil)
-    eventSink.yield(.uploadFinished(file))
-    return .success((file, changed))
-  }
-
-  /// Ends an upload that did not complete: `.uploadFailed` with the reason.
-  func abandon(_ ticket: UploadTicket, reason: FailureReason) {
-    guard inFlight[ticket.upload.id] != nil else { return }
-    finishUpload(ticket, failure: reason)
-  }
-
-  private func finishUpload(_ ticket: UploadTicket, failure: FailureReason?) {
-    inFlight.removeValue(forKey: ticket.upload.id)
-    if let failure { eventSink.yield(.uploadFailed(ticket.upload, failure)) }
-  }
-
-  private func startPublishingProgress() {
-    guard progressTask == nil else { return }
-    progressTask = Task { [weak self] in await self?.publishProgress() }
-  }
-
-  private func publishProgress() async {
-    while !inFlight.isEmpty {
-      let snapshot = inFlight.values
-        .sorted { $0.upload.id < $1.upload.id }
-        .map { UploadProgress(upload: $0.upload, receivedBytes: $0.counter.bytes) }
-      progressSink.yield(snapshot)
-      do { try await Task.sleep(for: .milliseconds(100)) } catch { break }
-    }
-    progressSink.yield([])
-    progressTask = nil
-  }
-}
-
-/// The last `statvfs` of the staging volume, so most uploads are admitted without a system call:
-/// within `lifetime` of a measurement, every byte admitted since is counted as already written,
-/// which can only underestimate what is free. When that estimate is not clearly enough, the
-/// connection measures again.
-struct FreeSpaceEstimate {
-  static let lifetime = Duration.milliseconds(250)
-
-  private var measured: Int?
-  private var measuredAt = ContinuousClock.now
-  private var admittedSince = 0
-
-  mutating func record(_ freeBytes: Int) {
-    measured = freeBytes
-    measuredAt = .now
-    admittedSince = 0
-  }
-
-  mutating func admitted(_ size: Int) { admittedSince += size }
-
-  func pessimisticEstimate() -> Int? {
-    guard let measured, measuredAt.duration(to: .now) < Self.lifetime else { return nil }
-    return measured - admittedSince
-  }
-}
-
-/// An admitted upload: what the connection needs to receive and store it.
-struct UploadTicket: Sendable {
-  let upload: Upload
-  let path: UploadPath
-  let counter: ProgressCounter
-}
-
-/// Bytes received so far by one upload, written by its connection, read by the progress stream.
-final class ProgressCounter: Sendable {
-  private let value = Atomic(0)
-
-  var bytes: Int { value.load(ordering: .relaxed) }
-
-  func add(_ count: Int) { value.add(count, ordering: .relaxed) }
 }

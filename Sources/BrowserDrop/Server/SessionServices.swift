@@ -1,4 +1,5 @@
 import BrowserDropSystem
+import CBrowserDropLinux
 import FoundationEssentials
 import Glibc
 import Synchronization
@@ -11,7 +12,8 @@ final class SessionServices: Sendable {
   let staging: StagingFolder
   let page: PageSource
   let configResponse: [UInt8]
-  let allowedExtensions: Set<String>?
+  /// Protocol v1's check order, with this session's extensions and size limit.
+  let requestPolicy: RequestPolicy
   let contentInspector: ContentInspector
   /// How this session's volume makes partial files.
   let partialKind: PartialFile.Kind
@@ -28,7 +30,9 @@ final class SessionServices: Sendable {
     self.staging = staging
     self.page = PageSource(configuration.page, bundle: pageBundle)
     self.configResponse = PageConfiguration.response(for: configuration)
-    self.allowedExtensions = configuration.allowedExtensions.map { Set($0.map { $0.lowercased() }) }
+    self.requestPolicy = RequestPolicy(
+      allowedExtensions: configuration.allowedExtensions.map { Set($0.map { $0.lowercased() }) },
+      maximumFileSize: configuration.maximumFileSize)
     self.contentInspector = contentInspector
     self.partialKind = partialKind
   }
@@ -42,6 +46,16 @@ final class SessionServices: Sendable {
     return SessionServices(
       server: server, configuration: configuration, staging: staging, partialKind: partialKind,
       contentInspector: inspector, pageBundle: pageBundle)
+  }
+
+  /// The free bytes on the staging volume, measured on the blocking pool (`statvfs` can block
+  /// on a slow disk). An unreadable volume counts as full: better a 507 than a write that fails.
+  func measureFreeBytes() async -> Int {
+    let stagingPath = staging.sessionPath
+    return await BlockingPool.shared.run { () -> Int in
+      var free: UInt64 = 0
+      return cbd_free_bytes(stagingPath, &free) == 0 ? Int(clamping: free) : 0
+    }
   }
 
   /// Accepts connections until cancelled; each is a child task, so cancelling this ends them

@@ -23,16 +23,15 @@ struct StagingFolder: Sendable {
     self.incomingPath = incoming.path
   }
 
-  /// Creates the root, the session folder and the incoming folder.
-  func create() throws(BrowserDropError) {
+  /// Creates the root, the session folder and the incoming folder. `claimingSharedRoot` when the
+  /// root is the shared default one in the temporary folder (see `claimSharedRoot`).
+  func create(claimingSharedRoot: Bool = false) throws(StagingError) {
     // Its refusals are sentences of their own; only the file-system calls below need wording.
-    if root == BrowserDropServer.Configuration.defaultStagingRoot.standardizedFileURL {
-      try Self.claimSharedRoot(root.path)
-    }
+    if claimingSharedRoot { try Self.claimSharedRoot(root.path) }
     do {
       try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
     } catch {
-      throw .stagingUnavailable(path: root.path, reason: error.operationFailureText)
+      throw .unavailable(path: root.path, reason: error.operationFailureText)
     }
     do {
       try FileManager.default.createDirectory(at: session, withIntermediateDirectories: false)
@@ -41,37 +40,36 @@ struct StagingFolder: Sendable {
       // What this call made goes, so a later start() of the same server (the process had run
       // out of descriptors, say) finds its session's names free again.
       removeAll()
-      throw .stagingUnavailable(path: root.path, reason: error.operationFailureText)
+      throw .unavailable(path: root.path, reason: error.operationFailureText)
     }
     guard access(session.path, W_OK) == 0 else {
       let reason = String(cString: strerror(errno))
       removeAll()
-      throw .stagingUnavailable(path: root.path, reason: reason)
+      throw .unavailable(path: root.path, reason: reason)
     }
   }
 
   /// The default root sits in the shared temporary folder, where another local user could have
   /// made it first and planted links in it: create it private (0700), or accept an existing one
   /// only when it is a real folder of ours that nobody else can write to.
-  static func claimSharedRoot(_ path: String) throws(BrowserDropError) {
+  static func claimSharedRoot(_ path: String) throws(StagingError) {
     if mkdir(path, 0o700) == 0 { return }
     guard errno == EEXIST else {
-      throw .stagingUnavailable(path: path, reason: String(cString: strerror(errno)))
+      throw .unavailable(path: path, reason: String(cString: strerror(errno)))
     }
     var info = stat()
     guard lstat(path, &info) == 0 else {
-      throw .stagingUnavailable(path: path, reason: String(cString: strerror(errno)))
+      throw .unavailable(path: path, reason: String(cString: strerror(errno)))
     }
     guard (info.st_mode & S_IFMT) == S_IFDIR else {
-      throw .stagingUnavailable(
-        path: path, reason: "it is not a folder (a link or a file is there)")
+      throw .unavailable(path: path, reason: "it is not a folder (a link or a file is there)")
     }
     guard info.st_uid == geteuid() else {
-      throw .stagingUnavailable(
+      throw .unavailable(
         path: path, reason: "it belongs to another user; choose another staging folder")
     }
     guard info.st_mode & (S_IWGRP | S_IWOTH) == 0 else {
-      throw .stagingUnavailable(path: path, reason: "other users can write to it")
+      throw .unavailable(path: path, reason: "other users can write to it")
     }
   }
 

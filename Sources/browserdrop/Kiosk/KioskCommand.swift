@@ -86,7 +86,8 @@ struct KioskCommand {
         first = false
       }
       port = await session.server.port ?? port
-      await waitForBatchEnd(session.activity, stopRequested: stopRequested)
+      await Self.waitForBatchEnd(
+        session.activity, quietPeriod: options.quietPeriod, stopRequested: stopRequested)
 
       let folder: URL?
       do {
@@ -120,16 +121,19 @@ struct KioskCommand {
   }
 
   /// Returns when the batch should close (files received, nothing in flight, quiet for the
-  /// quiet period) or a stop was requested.
-  private func waitForBatchEnd(_ activity: SessionActivity, stopRequested: StopFlag) async {
-    let step = min(0.25, options.quietPeriod / 4)
+  /// quiet period) or a stop was requested. Time is `clock`'s (a test's runs by hand).
+  static func waitForBatchEnd(
+    _ activity: SessionActivity, quietPeriod: Double, stopRequested: StopFlag,
+    clock: QuietClock = QuietClock()
+  ) async {
+    let step = min(0.25, quietPeriod / 4)
     while !stopRequested.isSet {
       if activity.files > 0, activity.inFlight == 0,
-        activity.quietSeconds() >= options.quietPeriod
+        activity.quietSeconds(now: clock.now()) >= quietPeriod
       {
         return
       }
-      try? await Task.sleep(for: .milliseconds(Int(step * 1000)))
+      await clock.sleep(step)
     }
   }
 
@@ -160,6 +164,15 @@ struct KioskCommand {
 
   private static func seconds(_ value: Double) -> String {
     value == value.rounded() ? "\(Int(value)) s" : "\(value) s"
+  }
+}
+
+/// The time a kiosk's quiet period is measured in: `Monotonic` seconds, as `SessionActivity`
+/// notes them, and a way to wait some of them.
+struct QuietClock: Sendable {
+  var now: @Sendable () -> Double = { Monotonic.seconds() }
+  var sleep: @Sendable (_ seconds: Double) async -> Void = { seconds in
+    try? await Task.sleep(for: .milliseconds(Int(seconds * 1000)))
   }
 }
 

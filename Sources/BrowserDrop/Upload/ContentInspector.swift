@@ -59,9 +59,11 @@ struct ContentInspector: Sendable {
     defer { buffer.deallocate() }
     var filled = 0
     while filled < buffer.count {
-      let count = pread(fd, buffer.baseAddress! + filled, buffer.count - filled, off_t(filled))
-      if count < 0, errno == EINTR { continue }
-      if count <= 0 { break }
+      // A read error inspects what was read so far, as the end of the file does.
+      let count = try? Syscall.blocking("pread") {
+        pread(fd, buffer.baseAddress! + filled, buffer.count - filled, off_t(filled))
+      }
+      guard let count, count > 0 else { break }
       filled += count
     }
     return finding(

@@ -1,0 +1,55 @@
+import BrowserDropSystem
+import Glibc
+
+/// Why an admitted upload did not complete, and what (if anything) to answer.
+struct BodyFailure: Error {
+  var reason: FailureReason
+  /// What to answer, when the peer can still hear it.
+  var refusal: Refusal?
+  /// Body bytes the peer has yet to send: a refusal made while the body was arriving is
+  /// answered at once, and the rest of the body is then read and thrown away, so that a
+  /// client that sends everything before it reads still gets the answer.
+  var unreadBody = 0
+
+  static let connectionLost = BodyFailure(reason: .connectionLost)
+  static let cancelled = BodyFailure(reason: .cancelled)
+
+  /// The partial file could not be made.
+  static func creating(_ error: SystemError) -> BodyFailure {
+    BodyFailure(
+      reason: .writeFailed(error.reason),
+      refusal: Refusal(.writeFailed, "The file couldn't be created: \(error.reason)."))
+  }
+
+  /// The body stopped arriving or could not be written: a full disk is told apart from other
+  /// write failures, a deadline from a cancellation and from a lost peer.
+  static func streaming(_ error: any Error) -> BodyFailure {
+    switch error {
+    case let error as SystemError where error.code == ENOSPC || error.code == EDQUOT:
+      BodyFailure(
+        reason: .insufficientStorage,
+        refusal: Refusal(.writeFailed, "The disk filled up while the file was written."))
+    case let error as SystemError:
+      BodyFailure(
+        reason: .writeFailed(error.reason),
+        refusal: Refusal(.writeFailed, "The file couldn't be written: \(error.reason)."))
+    case is Reactor.WaitError: BodyFailure(reason: .timedOut)
+    case is CancellationError: .cancelled
+    default: .connectionLost
+    }
+  }
+
+  /// `fdatasync` failed: the bytes may not be on the disk.
+  static func flushing(_ error: SystemError) -> BodyFailure {
+    BodyFailure(
+      reason: .writeFailed(error.reason),
+      refusal: Refusal(.writeFailed, "The file couldn't be flushed to disk: \(error.reason)."))
+  }
+
+  /// Inspection refused the content; `unreadBody` bytes are still to come.
+  static func refusedContent(_ message: String, unreadBody: Int = 0) -> BodyFailure {
+    BodyFailure(
+      reason: .unsupportedType(message), refusal: Refusal(.unsupportedType, message),
+      unreadBody: unreadBody)
+  }
+}

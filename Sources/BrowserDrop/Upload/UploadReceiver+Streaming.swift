@@ -1,0 +1,124 @@
+import BrowserDropSystem
+
+/// Step 2 of receiving an upload: the body from the socket into the partial file.
+extension UploadReceiver {
+  /// Streams the body into `fd`. When the session sniffs content, the first bytes (up to
+  /// 64 KiB, or the whole body when smaller) go in first; libmagic then reads them on the
+  /// blocking pool while the rest keeps arriving, and a refusal stops the transfer there.
+  /// Returns what inspection found when it ran during the transfer, `nil` when it is still to
+  /// run (a body no longer than the prefix, or no sniffing).
+  func streamBody(
+    into fd: Int32, leftover: UnsafeRawBufferPointer
+  ) async throws(BodyFailure) -> ContentInspector.Finding? {
+    let size = ticket.upload.size
+    let inspector = services.contentInspector
+    do {
+      var received = 0
+      if !leftover.isEmpty {
+        let part = UnsafeRawBufferPointer(rebasing: leftover[..<min(leftover.count, size)])
+        try BodyTransfer.writeAll(fd, part)
+        received = part.count
+        ticket.counter.add(part.count)
+      }
+      var transfer = BodyTransfer(
+        socket: socket, file: fd, idleTimeout: idleTimeout, counter: ticket.counter)
+      transfer.writesBehind = services.configuration.durability
+      let sniffedPrefix = inspector.sniffs ? min(size, ContentSniffer.prefixLength) : 0
+      if received < sniffedPrefix {
+        transfer.fileOffset = received
+        guard try await transfer.move(sniffedPrefix - received) else {
+          throw BodyFailure.connectionLost
+        }
+        received = sniffedPrefix
+      }
+      transfer.fileOffset = received
+      let remaining = size - received
+      guard inspector.sniffs && remaining > 0 else {
+        guard try await Self.move(remaining, with: transfer) else {
+          throw BodyFailure.connectionLost
+        }
+        return nil
+      }
+      switch try await Self.move(
+        remaining, with: transfer, whileInspecting: inspector, fd: fd,
+        fileExtension: ticket.path.fileExtension)
+      {
+      case .complete(let found):
+        return found
+      case .peerClosed:
+        throw BodyFailure.connectionLost
+      case .refused(let message):
+        throw BodyFailure.refusedContent(message, unreadBody: max(0, size - ticket.counter.bytes))
+      }
+    } catch let failure as BodyFailure {
+      throw failure
+    } catch {
+      throw .streaming(error)
+    }
+  }
+
+  /// Moves `count` body bytes into the file. A large body moves on the cooperative pool, so that
+  /// many at once use every core and the event loop stays free for the small requests (see
+  /// `Reactor`). Returns `false` when the peer closed first.
+  private static func move(_ count: Int, with transfer: BodyTransfer) async throws -> Bool {
+    count >= BodyTransfer.spliceThreshold
+      ? try await withTaskExecutorPreference(globalConcurrentExecutor) {
+        try await transfer.move(count)
+      }
+      : try await transfer.move(count)
+  }
+
+  /// How a body moved while its first bytes were inspected.
+  private enum InspectedBody: Sendable {
+    /// Every byte arrived, and inspection accepts the file.
+    case complete(ContentInspector.Finding)
+    /// The peer closed before the whole body arrived.
+    case peerClosed
+    /// Inspection refused the file (the message says why); the transfer was stopped there.
+    case refused(String)
+  }
+
+  /// Moves the `count` bytes after the sniffed prefix (already in `fd`) while the prefix is
+  /// inspected on the blocking pool, at the same time. A refusal stops the transfer at once.
+  private static func move(
+    _ count: Int, with transfer: BodyTransfer, whileInspecting inspector: ContentInspector,
+    fd: Int32, fileExtension: String
+  ) async throws -> InspectedBody {
+    enum Step: Sendable {
+      case moved(complete: Bool)
+      case inspected(ContentInspector.Finding)
+    }
+    let executor: (any TaskExecutor)? =
+      count >= BodyTransfer.spliceThreshold ? globalConcurrentExecutor : nil
+    return try await withThrowingTaskGroup(of: Step.self) { group in
+      group.addTask {
+        .inspected(
+          await BlockingPool.shared.run {
+            inspector.inspect(fd: fd, fileExtension: fileExtension)
+          })
+      }
+      group.addTask(executorPreference: executor) {
+        .moved(complete: try await transfer.move(count))
+      }
+      var finding: ContentInspector.Finding?
+      while let step = try await group.next() {
+        switch step {
+        case .inspected(let found):
+          if let refusal = found.refusal {
+            group.cancelAll()
+            return .refused(refusal)
+          }
+          finding = found
+        case .moved(let complete):
+          if !complete {
+            group.cancelAll()
+            return .peerClosed
+          }
+        }
+      }
+      // Both children returned: the transfer completed and inspection accepted the file.
+      guard let finding else { throw CancellationError() }
+      return .complete(finding)
+    }
+  }
+}

@@ -1,0 +1,102 @@
+import BrowserDropSystem
+import Glibc
+
+/// Receives one admitted upload, in four steps a reader can follow:
+/// 1. `100 Continue` when the client waits for it,
+/// 2. the body streamed into a partial file, its first bytes inspected meanwhile
+///    (`UploadReceiver+Streaming.swift`),
+/// 3. the file made durable, and inspected if the body was too short to be inspected while it
+///    arrived (`finishWriting`),
+/// 4. the server asked to store it under its name (`store`).
+struct UploadReceiver {
+  let socket: Socket
+  let services: SessionServices
+  let ticket: UploadTicket
+
+  var idleTimeout: Duration { services.configuration.idleTimeout }
+
+  /// Receives the body (`leftover` holds its first bytes, read with the head) and returns the
+  /// response to send (a refusal when the name was taken meanwhile), or the failure to report.
+  func receive(
+    expectsContinue: Bool, leftover: UnsafeRawBufferPointer
+  ) async -> Result<[UInt8], BodyFailure> {
+    do throws(BodyFailure) {
+      if expectsContinue && leftover.isEmpty { try await sendContinue() }
+      let partial: PartialFile
+      do throws(SystemError) {
+        partial = try PartialFile.create(
+          in: services.staging.incomingPath, id: ticket.upload.id, kind: services.partialKind)
+      } catch {
+        throw .creating(error)
+      }
+      var installed = false
+      defer {
+        if !installed { partial.removeName() }
+        close(partial.fd)
+      }
+      let inspected = try await streamBody(into: partial.fd, leftover: leftover)
+      let found = try await finishWriting(partial.fd, alreadyFound: inspected)
+      if let refusal = found.refusal { throw .refusedContent(refusal) }
+      if Task.isCancelled { throw .cancelled }
+      return .success(try await store(partial, found: found, installed: &installed))
+    } catch {
+      return .failure(error)
+    }
+  }
+
+  private func sendContinue() async throws(BodyFailure) {
+    do {
+      try await socket.write(Response.continueBytes, deadline: ContinuousClock.now + idleTimeout)
+    } catch {
+      throw .connectionLost
+    }
+  }
+
+  /// The last byte is written: makes it durable, and finds out what a body that fitted in the
+  /// sniffed prefix is, off the cooperative pool.
+  private func finishWriting(
+    _ fd: Int32, alreadyFound: ContentInspector.Finding?
+  ) async throws(BodyFailure) -> ContentInspector.Finding {
+    let durable = services.configuration.durability
+    let inspector = services.contentInspector
+    let fileExtension = ticket.path.fileExtension
+    let finish = { @Sendable () -> Result<ContentInspector.Finding, SystemError> in
+      if durable, fdatasync(fd) != 0 {
+        return .failure(SystemError(call: "fdatasync", code: errno))
+      }
+      return .success(alreadyFound ?? inspector.inspect(fd: fd, fileExtension: fileExtension))
+    }
+    // Nothing to flush or sniff: skip the hop to the I/O pool.
+    let finishing =
+      durable || (alreadyFound == nil && inspector.sniffs)
+      ? await BlockingPool.shared.run(finish) : finish()
+    switch finishing {
+    case .success(let found): return found
+    case .failure(let error): throw .flushing(error)
+    }
+  }
+
+  /// Asks the server to place the file under its name; with durability on, waits for the
+  /// folders whose entries changed to be flushed. Sets `installed` once the file has its name.
+  private func store(
+    _ partial: PartialFile, found: ContentInspector.Finding, installed: inout Bool
+  ) async throws(BodyFailure) -> [UInt8] {
+    guard let server = services.server else { throw .cancelled }
+    switch await server.store(
+      ticket, partial: partial, mimeType: found.mimeType, kind: found.kind)
+    {
+    case .success(let (_, changedFolders)):
+      installed = true
+      if services.configuration.durability {
+        guard await services.folderSync.flush(changedFolders) else {
+          return Response.refusal(
+            Refusal(.writeFailed, "The disk reported an error while the file was made durable."))
+        }
+      }
+      return Response.created(path: ticket.path.value)
+    case .failure(let refusal):
+      // `store` has already reported the failure; the partial file goes on the way out.
+      return Response.refusal(refusal)
+    }
+  }
+}

@@ -1,0 +1,80 @@
+import Synchronization
+
+@testable import BrowserDrop
+
+/// A `SessionClock` that moves only when a test advances it, so timing rules are checked
+/// exactly and without sleeping.
+final class ManualClock: SessionClock {
+  private struct Sleeper {
+    let deadline: Duration
+    let continuation: CheckedContinuation<Void, any Error>
+  }
+
+  private struct State {
+    var now = Duration.zero
+    var sleepers: [UInt64: Sleeper] = [:]
+    var nextID: UInt64 = 0
+    /// Tests waiting for a sleeper with a given deadline.
+    var watchers: [(deadline: Duration, continuation: CheckedContinuation<Void, Never>)] = []
+  }
+
+  private let state = Mutex(State())
+
+  var now: Duration { state.withLock { $0.now } }
+
+  func sleep(for duration: Duration) async throws {
+    let id = state.withLock { state in
+      defer { state.nextID += 1 }
+      return state.nextID
+    }
+    try await withTaskCancellationHandler {
+      try await withCheckedThrowingContinuation { continuation in
+        let resumeNow = state.withLock { state -> Bool in
+          let deadline = state.now + duration
+          guard deadline > state.now else { return true }
+          state.sleepers[id] = Sleeper(deadline: deadline, continuation: continuation)
+          let (ready, waiting) = state.watchers.partitioned { $0.deadline == deadline }
+          state.watchers = waiting
+          for watcher in ready { watcher.continuation.resume() }
+          return false
+        }
+        if resumeNow { continuation.resume() }
+      }
+    } onCancel: {
+      let sleeper = state.withLock { $0.sleepers.removeValue(forKey: id) }
+      sleeper?.continuation.resume(throwing: CancellationError())
+    }
+  }
+
+  /// Moves time forward, waking every sleeper whose deadline has come.
+  func advance(by duration: Duration) {
+    let woken = state.withLock { state -> [Sleeper] in
+      state.now += duration
+      let due = state.sleepers.filter { $0.value.deadline <= state.now }
+      for id in due.keys { state.sleepers.removeValue(forKey: id) }
+      return due.values.sorted { $0.deadline < $1.deadline }
+    }
+    for sleeper in woken { sleeper.continuation.resume() }
+  }
+
+  /// Returns once something sleeps until `deadline` (at once if something already does).
+  func sleeper(until deadline: Duration) async {
+    await withCheckedContinuation { continuation in
+      let present = state.withLock { state -> Bool in
+        if state.sleepers.values.contains(where: { $0.deadline == deadline }) { return true }
+        state.watchers.append((deadline, continuation))
+        return false
+      }
+      if present { continuation.resume() }
+    }
+  }
+
+  /// The deadlines of everything asleep, earliest first.
+  var deadlines: [Duration] { state.withLock { $0.sleepers.values.map(\.deadline).sorted() } }
+}
+
+extension Array {
+  fileprivate func partitioned(by belongs: (Element) -> Bool) -> ([Element], [Element]) {
+    (filter(belongs), filter { !belongs($0) })
+  }
+}
