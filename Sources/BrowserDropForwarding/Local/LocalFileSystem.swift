@@ -249,7 +249,9 @@ struct LocalFileSystem: DestinationFileSystem {
       guard fd >= 0 else { throw failure(.last("open")) }
       defer { Glibc.close(fd) }
       let buffer = ChunkBuffer(capacity: 1 << 20)
-      var digest = SHA256()
+      guard var digest = SHA256Digest() else {
+        throw failure(SystemError(code: ENOMEM, call: "EVP_MD_CTX_new"))
+      }
       var offset: Int64 = 0
       while true {
         do throws(SystemError) { try buffer.fill(from: fd, at: offset) } catch {

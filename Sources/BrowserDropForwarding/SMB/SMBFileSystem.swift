@@ -331,7 +331,10 @@ struct SMBFileSystem: DestinationFileSystem {
       }
     }
     let buffer = ChunkBuffer(capacity: Self.chunkSize)
-    var digest = SHA256()
+    guard var digest = SHA256Digest() else {
+      _ = try? await DedicatedThread.smb.run { [context] in try? context.close(file) }
+      throw failure(SystemError(code: ENOMEM, call: "EVP_MD_CTX_new"), .inspect, path)
+    }
     do {
       while true {
         let count = try await DedicatedThread.smb.run { [context] in
