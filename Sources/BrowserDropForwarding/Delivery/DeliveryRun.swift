@@ -7,6 +7,8 @@ struct DeliveryRun {
   let policy: CollisionPolicy
   let verify: Verification
   let reportProgress: @Sendable (ForwardProgress) async -> Void
+  /// Tests only: where to end as a crash would (``SimulatedCrash``).
+  let crashPoint: Checkpoint?
   var manifest: Manifest
   var progress: ForwardProgress
   var delivered: [ForwardReport.Delivered] = []
@@ -91,7 +93,7 @@ struct DeliveryRun {
     do {
       target = try await install(file, temporary: temporary, in: folder)
       try await check(file, at: target)
-    } catch {
+    } catch let error where !(error is SimulatedCrash) {
       await fileSystem.removeQuietly(temporary)
       throw error
     }
@@ -133,6 +135,7 @@ struct DeliveryRun {
         }
       }
       try await manifest.append(.installing, source: file, target: candidate)
+      if crashPoint == .installingRecorded { throw SimulatedCrash() }
       if try await fileSystem.install(temporary, at: candidate, replacing: replacing) {
         recordRename(file.relative, candidate, firstTry: name, number: number, conflict: conflict)
         return candidate
