@@ -37,7 +37,9 @@ struct CrashResumeTests {
   }
 
   /// The destination and the folder on this disk that it writes into.
-  static func destination(_ place: Place, _ scratch: Scratch) throws -> (
+  static func destination(
+    _ place: Place, _ scratch: Scratch
+  ) throws -> (
     any Destination, URL
   ) {
     switch place {
