@@ -59,18 +59,26 @@ struct LocalFileSystem: DestinationFileSystem {
     }
   }
 
+  func fileID(at relative: RelativePath) async throws -> FileID? {
+    try await DedicatedThread.localIO.run { [self] in
+      var info = stat()
+      guard lstat(path(relative), &info) == 0 else {
+        if errno == ENOENT { return nil }
+        throw failure(.last("lstat"), .inspect, relative)
+      }
+      guard info.st_mode & S_IFMT == S_IFREG else { return nil }
+      return FileID(id: UInt64(info.st_ino), size: Int64(info.st_size))
+    }
+  }
+
   func upload(
     _ source: SourceFile, to temporary: RelativePath, progress: @Sendable (Int64) async -> Void
-  ) async throws {
+  ) async throws -> UInt64 {
     let input = try await Self.openSource(source)
     defer { Glibc.close(input) }
+    // The name is this attempt's alone, so it is created exclusively: never opened, truncated
+    // or written through if something is there.
     let output = try await DedicatedThread.localIO.run { [self] in
-      // A leftover temporary name may be a second name of a delivered file (a kill between
-      // link(2) and unlink(2)), so it is never opened and truncated: its name is removed and
-      // a new file created in its place.
-      guard unlink(path(temporary)) == 0 || errno == ENOENT else {
-        throw failure(.last("unlink"), .modify, source.relative)
-      }
       let fd = Glibc.open(
         path(temporary), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
       guard fd >= 0 else { throw failure(.last("open"), .modify, source.relative) }
@@ -93,8 +101,13 @@ struct LocalFileSystem: DestinationFileSystem {
         await progress(offset)
       }
       // The bytes must be durable before the name appears and before the source is removed.
-      try await DedicatedThread.localIO.run { [self] in
+      return try await DedicatedThread.localIO.run { [self] in
         guard fsync(output) == 0 else { throw failure(.last("fsync"), .transfer, source.relative) }
+        var info = stat()
+        guard fstat(output, &info) == 0 else {
+          throw failure(.last("fstat"), .transfer, source.relative)
+        }
+        return UInt64(info.st_ino)
       }
     } catch {
       await removeQuietly(temporary)
@@ -148,8 +161,25 @@ struct LocalFileSystem: DestinationFileSystem {
     return buffer.count
   }
 
+  /// False: `renameat2(RENAME_NOREPLACE)` (or `link`) never replaces, no claim is needed.
+  var needsClaim: Bool { false }
+
+  func claim(_ final: RelativePath) async throws -> UInt64? {
+    try await DedicatedThread.localIO.run { [self] in
+      let fd = Glibc.open(path(final), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+      guard fd >= 0 else {
+        if errno == EEXIST || errno == EISDIR { return nil }
+        throw failure(.last("open"), .modify, final)
+      }
+      defer { Glibc.close(fd) }
+      var info = stat()
+      guard fstat(fd, &info) == 0 else { throw failure(.last("fstat"), .modify, final) }
+      return UInt64(info.st_ino)
+    }
+  }
+
   func install(
-    _ temporary: RelativePath, at final: RelativePath, replacing: Bool
+    _ temporary: RelativePath, at final: RelativePath, replacing: Bool, claim: UInt64?
   ) async throws
     -> Bool
   {
@@ -165,8 +195,8 @@ struct LocalFileSystem: DestinationFileSystem {
         case EEXIST: return false
         case EINVAL, ENOSYS:
           // A file system or kernel without RENAME_NOREPLACE: link(2) never overwrites either,
-          // but a kill before unlink(2) leaves the file under both names; a resume sees that
-          // (`sameFile`) and drops the temporary name.
+          // but a kill before unlink(2) leaves the file under both names; a resume sees both
+          // carry the uploaded file's id and drops the temporary name.
           guard link(path(temporary), path(final)) == 0 else {
             if errno == EEXIST { return false }
             throw failure(.last("link"), .modify, final)
@@ -178,18 +208,6 @@ struct LocalFileSystem: DestinationFileSystem {
       }
       try syncDirectory(of: final)
       return true
-    }
-  }
-
-  func sameFile(_ first: RelativePath, _ second: RelativePath) async throws -> Bool {
-    try await DedicatedThread.localIO.run { [self] in
-      var one = stat()
-      var two = stat()
-      guard lstat(path(first), &one) == 0, lstat(path(second), &two) == 0 else {
-        if errno == ENOENT { return false }
-        throw failure(.last("lstat"), .inspect, second)
-      }
-      return one.st_dev == two.st_dev && one.st_ino == two.st_ino
     }
   }
 
