@@ -1,3 +1,4 @@
+import BrowserDropSystem
 public import FoundationEssentials
 import Glibc
 import Synchronization
@@ -112,6 +113,13 @@ public actor BrowserDropServer {
     case .ended: throw BrowserDropError.sessionEnded
     case .idle: break
     }
+    // The blocking pool's threads, made here so that a process out of threads gets an error
+    // rather than a crash or a stall later.
+    do throws(SystemError) {
+      try BlockingPool.shared.start()
+    } catch {
+      throw BrowserDropError.listenFailed(error.description)
+    }
     let staging = self.staging
     let (caseInsensitive, partialKind, sessionFD) = try await BlockingPool.shared.run {
       () throws(BrowserDropError) -> (Bool, PartialFile.Kind, Int32) in
@@ -120,6 +128,7 @@ public actor BrowserDropServer {
       do throws(SystemError) {
         fd = try staging.openSession()
       } catch {
+        staging.removeAll()
         throw .stagingUnavailable(path: staging.root.path, reason: error.reason)
       }
       return (
@@ -254,6 +263,13 @@ public actor BrowserDropServer {
 
   private func listen(port: Int, fallback: Bool) throws(BrowserDropError) {
     guard let services else { throw .sessionEnded }
+    // Started here rather than once per process: after `epoll_wait` failed, the loop is gone and
+    // `resume()` makes a new one. A process out of descriptors gets an error, not a crash.
+    do throws(SystemError) {
+      try Reactor.shared.start()
+    } catch {
+      throw .listenFailed(error.description)
+    }
     let listener = try Listener.open(
       address: configuration.bindAddress, port: port, fallback: fallback)
     boundPort = listener.port

@@ -1,5 +1,5 @@
+import BrowserDropSystem
 import FoundationEssentials
-import Glibc
 
 /// The record, inside the folder being forwarded, of what has arrived where, so a delivery that
 /// was interrupted can be finished without sending a file twice, and without ever taking or
@@ -65,7 +65,7 @@ struct Manifest: Sendable {
 
   /// Reads the manifest in `folder`, if any.
   static func load(folder: String, destination: String) async throws -> Manifest {
-    try await DedicatedThread.localIO.run {
+    await DedicatedThread.localIO.run {
       var manifest = Manifest(path: folder + "/" + fileName, destination: destination)
       guard let data = FileManager.default.contents(atPath: manifest.path) else { return manifest }
       let decoder = JSONDecoder()
@@ -117,21 +117,14 @@ struct Manifest: Sendable {
       claimID: claimID)
     apply(record)
     let path = self.path
-    try await DedicatedThread.localIO.run {
-      let encoder = JSONEncoder()
-      encoder.outputFormatting = .sortedKeys
-      var line = try encoder.encode(record)
-      line.append(UInt8(ascii: "\n"))
-      let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
-      guard fd >= 0 else {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = .sortedKeys
+    var line = try encoder.encode(record)
+    line.append(UInt8(ascii: "\n"))
+    try await DedicatedThread.localIO.run { [line] () throws(ForwardFailure) in
+      do throws(SystemError) { try Durable.append(line, to: path) } catch {
         throw ForwardFailure(
-          kind: .sourceUnreadable, place: .source, item: Manifest.fileName, errno: errno)
-      }
-      defer { close(fd) }
-      let written = line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-      guard written == line.count, fsync(fd) == 0 else {
-        throw ForwardFailure(
-          kind: .sourceUnreadable, place: .source, item: Manifest.fileName, errno: errno)
+          kind: .sourceUnreadable, place: .source, item: Manifest.fileName, errno: error.code)
       }
     }
   }

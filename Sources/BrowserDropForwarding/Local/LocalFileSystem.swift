@@ -1,3 +1,4 @@
+import BrowserDropSystem
 internal import CBrowserDropLinux
 import FoundationEssentials
 import Glibc
@@ -102,7 +103,9 @@ struct LocalFileSystem: DestinationFileSystem {
       }
       // The bytes must be durable before the name appears and before the source is removed.
       return try await DedicatedThread.localIO.run { [self] in
-        guard fsync(output) == 0 else { throw failure(.last("fsync"), .transfer, source.relative) }
+        do throws(SystemError) { try Syscall.blocking("fsync") { fsync(output) } } catch {
+          throw failure(error, .transfer, source.relative)
+        }
         var info = stat()
         guard fstat(output, &info) == 0 else {
           throw failure(.last("fstat"), .transfer, source.relative)
@@ -126,19 +129,17 @@ struct LocalFileSystem: DestinationFileSystem {
     var inputOffset = off_t(offset)
     guard lseek(output, off_t(offset), SEEK_SET) >= 0 else { throw .last("lseek") }
     while total < limit {
-      let count = sendfile(output, input, &inputOffset, limit - total)
-      if count > 0 {
-        total += count
-        continue
-      }
-      if count == 0 { break }
-      switch errno {
-      case EINTR: continue
-      case EXDEV, EINVAL, ENOSYS, EOPNOTSUPP, EBADF:
+      let count: Int
+      do throws(SystemError) {
+        count = try Syscall.blocking("sendfile") {
+          sendfile(output, input, &inputOffset, limit - total)
+        }
+      } catch  where [EXDEV, EINVAL, ENOSYS, EOPNOTSUPP, EBADF].contains(error.code) {
         return try total
           + readWrite(from: input, to: output, at: Int64(inputOffset), upTo: limit - total)
-      default: throw .last("sendfile")
       }
+      if count == 0 { break }
+      total += count
     }
     return total
   }
@@ -152,7 +153,7 @@ struct LocalFileSystem: DestinationFileSystem {
     try buffer.fill(from: input, at: offset)
     var written = 0
     while written < buffer.count {
-      written += try retryingEINTR("pwrite") {
+      written += try Syscall.blocking("pwrite") {
         pwrite(
           output, buffer.bytes.baseAddress! + written, buffer.count - written,
           off_t(offset) + off_t(written))
@@ -211,15 +212,14 @@ struct LocalFileSystem: DestinationFileSystem {
     }
   }
 
-  private func syncDirectory(of relative: RelativePath) throws {
-    let fd = Glibc.open(path(Array(relative.dropLast())), O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-    guard fd >= 0 else { throw failure(.last("open"), .modify, relative) }
-    defer { Glibc.close(fd) }
-    guard fsync(fd) == 0 else { throw failure(.last("fsync"), .modify, relative) }
+  private func syncDirectory(of relative: RelativePath) throws(ForwardFailure) {
+    do throws(SystemError) { try Durable.syncFolder(path(Array(relative.dropLast()))) } catch {
+      throw failure(error, .modify, relative)
+    }
   }
 
   func removeQuietly(_ relative: RelativePath) async {
-    _ = try? await DedicatedThread.localIO.run { [self] in unlink(path(relative)) }
+    _ = await DedicatedThread.localIO.run { [self] in unlink(path(relative)) }
   }
 
   func sha256(at relative: RelativePath) async throws -> [UInt8] {
@@ -268,7 +268,7 @@ struct LocalFileSystem: DestinationFileSystem {
       defer { Glibc.close(fd) }
       let buffer = ChunkBuffer(capacity: 1 << 20)
       guard var digest = SHA256Digest() else {
-        throw failure(SystemError(code: ENOMEM, call: "EVP_MD_CTX_new"))
+        throw failure(SystemError(call: "EVP_MD_CTX_new", code: ENOMEM))
       }
       var offset: Int64 = 0
       while true {

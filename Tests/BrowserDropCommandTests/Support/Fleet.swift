@@ -1,3 +1,4 @@
+import BrowserDropTestSupport
 import Foundation
 import Glibc
 import Testing
@@ -108,18 +109,18 @@ struct Fleet {
     if plan.place == .smb {
       try FileManager.default.createDirectory(
         at: folder.path("smbd"), withIntermediateDirectories: true)
-      try await KioskSMBTests.smbd("up", base: folder.path("smbd"), port: smbPort)
+      try await LoopbackSMB.run("up", base: folder.path("smbd"), port: smbPort)
     }
     do {
       let counts = try await runRounds()
       if plan.place == .smb {
-        try await KioskSMBTests.smbd("down", base: folder.path("smbd"), port: smbPort)
+        try await LoopbackSMB.run("down", base: folder.path("smbd"), port: smbPort)
       }
       return counts
     } catch {
       for process in processes { await process.stop() }
       if plan.place == .smb {
-        try? await KioskSMBTests.smbd("down", base: folder.path("smbd"), port: smbPort)
+        try? await LoopbackSMB.run("down", base: folder.path("smbd"), port: smbPort)
       }
       throw error
     }
@@ -139,7 +140,7 @@ struct Fleet {
     for round in 0..<plan.rounds {
       let marks = processes.map { $0.events.count }
       // Same names, same sizes, different contents; an empty file too, whose copies are alike.
-      var uploads: [(String, ChildProcess, URL)] = []
+      var uploads: [(String, UploadInFlight, URL)] = []
       for kiosk in 0..<plan.kiosks {
         let seed = UInt8(truncatingIfNeeded: plan.seed &* 7 &+ round &* 13 &+ kiosk &+ 1)
         let files = [
@@ -174,9 +175,9 @@ struct Fleet {
       } else if outageRounds.contains(round) {
         try await processes[0].waitForEvent("forwardStarted", after: marks[0], timeout: 60)
         try await Task.sleep(for: .milliseconds(Int.random(in: 0...300, using: &random)))
-        try await KioskSMBTests.smbd("down", base: folder.path("smbd"), port: smbPort)
+        try await LoopbackSMB.run("down", base: folder.path("smbd"), port: smbPort)
         try await Task.sleep(for: .milliseconds(500))
-        try await KioskSMBTests.smbd("up", base: folder.path("smbd"), port: smbPort)
+        try await LoopbackSMB.run("up", base: folder.path("smbd"), port: smbPort)
         counts.outages += 1
       }
       try await drain(round: round, after: marks, restarted: restarted)
