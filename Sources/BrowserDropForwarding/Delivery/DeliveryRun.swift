@@ -211,11 +211,14 @@ struct DeliveryRun {
       throw ForwardFailure(kind: .verificationFailed, place: fileSystem.place, item: joined(target))
     }
     guard verify == .sha256 else { return }
-    let expected = try await LocalFileSystem.sha256(ofFile: file.absolutePath) { error in
+    // The source on the read-ahead thread while the destination is read back on its own
+    // thread: on two cores the two digests take the time of one.
+    async let expected = LocalFileSystem.sha256(ofFile: file.absolutePath) { error in
       ForwardFailure(
         kind: .sourceUnreadable, place: .source, item: file.relativeText, errno: error.code)
     }
-    guard try await fileSystem.sha256(at: target) == expected else {
+    let actual = try await fileSystem.sha256(at: target)
+    guard try await expected == actual else {
       throw ForwardFailure(kind: .verificationFailed, place: fileSystem.place, item: joined(target))
     }
   }

@@ -222,8 +222,11 @@ struct LocalFileSystem: DestinationFileSystem {
     _ = await DedicatedThread.localIO.run { [self] in unlink(path(relative)) }
   }
 
+  /// Read on the local I/O thread, so it runs alongside the source's digest (read ahead).
   func sha256(at relative: RelativePath) async throws -> [UInt8] {
-    try await Self.sha256(ofFile: path(relative), failure: { failure($0, .inspect, relative) })
+    try await Self.sha256(
+      ofFile: path(relative), on: DedicatedThread.localIO,
+      failure: { failure($0, .inspect, relative) })
   }
 
   func close() async {}
@@ -256,13 +259,14 @@ struct LocalFileSystem: DestinationFileSystem {
     }
   }
 
-  /// The SHA-256 digest of a local file, read on the read-ahead thread.
+  /// The SHA-256 digest of a local file, read on `lane` (the read-ahead thread by default).
   static func sha256(
-    ofFile path: String, failure: @escaping @Sendable (SystemError) -> ForwardFailure
+    ofFile path: String, on lane: BlockingPool = DedicatedThread.readAhead,
+    failure: @escaping @Sendable (SystemError) -> ForwardFailure
   )
     async throws -> [UInt8]
   {
-    try await DedicatedThread.readAhead.run {
+    try await lane.run {
       let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
       guard fd >= 0 else { throw failure(.last("open")) }
       defer { Glibc.close(fd) }

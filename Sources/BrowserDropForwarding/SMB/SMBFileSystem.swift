@@ -371,20 +371,28 @@ struct SMBFileSystem: DestinationFileSystem {
         throw failure(error, .inspect, path)
       }
     }
-    let buffer = ChunkBuffer(capacity: Self.chunkSize)
     guard var digest = SHA256Digest() else {
       _ = await DedicatedThread.smb.run { [context] in try? context.close(file) }
       throw failure(SystemError(call: "EVP_MD_CTX_new", code: ENOMEM), .inspect, path)
     }
-    do {
-      while true {
-        let count = try await DedicatedThread.smb.run { [context] in
-          do throws(SystemError) { return try context.read(file, into: buffer.bytes) } catch {
-            throw failure(error, .inspect, path)
-          }
+    // The next chunk is read on the SMB thread while this one is hashed.
+    let read = { @Sendable [context] (buffer: ChunkBuffer) async throws -> Int in
+      try await DedicatedThread.smb.run {
+        do throws(SystemError) { return try context.read(file, into: buffer.bytes) } catch {
+          throw failure(error, .inspect, path)
         }
-        if count == 0 { break }
-        digest.update(UnsafeRawBufferPointer(rebasing: buffer.bytes[..<count]))
+      }
+    }
+    var current = ChunkBuffer(capacity: Self.chunkSize)
+    var spare = ChunkBuffer(capacity: Self.chunkSize)
+    do {
+      var count = try await read(current)
+      while count > 0 {
+        let next = spare
+        async let nextCount = read(next)
+        digest.update(UnsafeRawBufferPointer(rebasing: current.bytes[..<count]))
+        count = try await nextCount
+        (current, spare) = (next, current)
       }
     } catch {
       _ = await DedicatedThread.smb.run { [context] in try? context.close(file) }
