@@ -179,16 +179,24 @@ struct DeliveryRun {
       if crashPoint == .installingRecorded { throw SimulatedCrash() }
       var claim: UInt64?
       if fileSystem.needsClaim && !replacing {
-        claim = try await fileSystem.claim(candidate)
-        guard let claim else {
+        guard try await fileSystem.claim(candidate) else {
           if policy == .fail {
             throw ForwardFailure(kind: .nameTaken, place: fileSystem.place, item: joined(candidate))
           }
           continue
         }
+        // Recorded at once, before its id is known: until the next record no rename is tried,
+        // so an empty file at this name is this attempt's claim.
         try await manifest.append(
           .claimed, source: file, target: candidate, attempt: attempt, temporary: temporary,
-          fileID: fileID, claimID: claim)
+          fileID: fileID)
+        guard let found = try await fileSystem.fileID(at: candidate), found.size == 0 else {
+          continue  // Removed or written by someone else meanwhile: not a name of ours.
+        }
+        claim = found.id
+        try await manifest.append(
+          .claimed, source: file, target: candidate, attempt: attempt, temporary: temporary,
+          fileID: fileID, claimID: found.id)
       }
       if try await fileSystem.install(
         temporary, at: candidate, replacing: replacing, claim: claim)
@@ -246,10 +254,12 @@ struct DeliveryRun {
       let found = try await fileSystem.fileID(at: target)
       if found == FileID(id: fileID, size: file.size) {
         accepted = target  // The install happened (the rename carries the id).
-      } else if !attempt.delivered, let claim = attempt.claimID,
-        found == FileID(id: claim, size: 0)
+      } else if !attempt.delivered, attempt.claimed, let found, found.size == 0,
+        attempt.claimID.map({ $0 == found.id }) ?? true
       {
-        await fileSystem.removeQuietly(target)  // Its claim; the rename never happened.
+        // Its claim: the recorded id, or (a claim recorded before its id was read) the create's
+        // success, after which no rename was tried. The rename never happened.
+        await fileSystem.removeQuietly(target)
       }
     }
     if let temporary = attempt.temporary, !attempt.delivered {

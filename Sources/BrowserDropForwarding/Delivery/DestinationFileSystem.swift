@@ -38,9 +38,9 @@ protocol DestinationFileSystem: Sendable {
   /// Whether a final name must be claimed (``claim(_:)``) before ``install(_:at:replacing:claim:)``
   /// because the backend has no rename that refuses to replace (SMB).
   var needsClaim: Bool { get }
-  /// Creates an empty file at `final` exclusively and returns its id; nil when the name is
-  /// taken (by a file or a folder).
-  func claim(_ final: RelativePath) async throws -> UInt64?
+  /// Creates an empty file at `final` exclusively; false when the name is taken (by a file or a
+  /// folder). Its id is read afterwards (``fileID(at:)``), once the claim is recorded.
+  func claim(_ final: RelativePath) async throws -> Bool
   /// Moves `temporary` to `final`. Unless `replacing`, never replaces anything but this
   /// attempt's own `claim`: false (leaving `temporary` in place, and nothing at `final` that
   /// this attempt made) when the name is taken.

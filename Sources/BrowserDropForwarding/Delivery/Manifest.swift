@@ -13,8 +13,8 @@ import FoundationEssentials
 ///   attempt's.
 /// * `installing`: the uploaded file's server-side id (`st_ino`, which a rename keeps) and the
 ///   final name about to be tried.
-/// * `claimed` (SMB): the id of the empty file created exclusively at that name, before the
-///   temporary file is renamed over it.
+/// * `claimed` (SMB): the empty file created exclusively at that name, recorded as soon as the
+///   create succeeds and again with its id, before the temporary file is renamed over it.
 /// * `delivered`: in place and checked.
 ///
 /// Lines for other destinations are kept but ignored. The file has a hidden name and is never
@@ -53,7 +53,9 @@ struct Manifest: Sendable {
     var fileID: UInt64?
     /// The last final name tried (or the one delivered to).
     var target: RelativePath?
-    /// The claim made at `target`, when one was recorded.
+    /// Whether a claim at `target` was recorded: made by this attempt's exclusive create.
+    var claimed = false
+    /// The claim's id; nil for a claim recorded before its id was read (no rename followed).
     var claimID: UInt64?
     var delivered = false
   }
@@ -93,9 +95,11 @@ struct Manifest: Sendable {
     case .uploading: break
     case .installing:
       attempt.target = record.target
+      attempt.claimed = false
       attempt.claimID = nil
     case .claimed:
       attempt.target = record.target
+      attempt.claimed = true
       attempt.claimID = record.claimID
     case .delivered:
       attempt.target = record.target

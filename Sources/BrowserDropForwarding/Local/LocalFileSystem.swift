@@ -165,17 +165,15 @@ struct LocalFileSystem: DestinationFileSystem {
   /// False: `renameat2(RENAME_NOREPLACE)` (or `link`) never replaces, no claim is needed.
   var needsClaim: Bool { false }
 
-  func claim(_ final: RelativePath) async throws -> UInt64? {
+  func claim(_ final: RelativePath) async throws -> Bool {
     try await DedicatedThread.localIO.run { [self] in
       let fd = Glibc.open(path(final), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
       guard fd >= 0 else {
-        if errno == EEXIST || errno == EISDIR { return nil }
+        if errno == EEXIST || errno == EISDIR { return false }
         throw failure(.last("open"), .modify, final)
       }
-      defer { Glibc.close(fd) }
-      var info = stat()
-      guard fstat(fd, &info) == 0 else { throw failure(.last("fstat"), .modify, final) }
-      return UInt64(info.st_ino)
+      Glibc.close(fd)
+      return true
     }
   }
 

@@ -296,25 +296,21 @@ struct SMBFileSystem: DestinationFileSystem {
   /// onto a name this attempt has claimed with an exclusive create.
   var needsClaim: Bool { true }
 
-  func claim(_ final: RelativePath) async throws -> UInt64? {
+  func claim(_ final: RelativePath) async throws -> Bool {
     try await DedicatedThread.smb.run { [context, root] in
       let claim: SMBFile
       do throws(SystemError) {
         // O_EXCL is atomic on the server (and case-insensitive where the share is).
         claim = try context.open(root + final, flags: O_WRONLY | O_CREAT | O_EXCL)
       } catch  where error.code == EEXIST || error.code == EISDIR {
-        return nil
+        return false
       } catch {
         throw failure(error, .modify, final)
       }
-      do throws(SystemError) {
-        try context.close(claim)
-        return UInt64(try context.stat(root + final).st_ino)
-      } catch {
-        // Made by this call a moment ago, before anyone could know its id: remove it again.
-        try? context.unlink(root + final)
-        throw failure(error, .modify, final)
-      }
+      // Created: the caller records that first, then reads its id. A failed close of an empty
+      // file loses nothing.
+      try? context.close(claim)
+      return true
     }
   }
 

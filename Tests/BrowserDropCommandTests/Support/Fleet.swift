@@ -201,7 +201,13 @@ struct Fleet {
       counts.duplicated += max(0, found[digest, default: 0] - times)
     }
     for (digest, times) in found where uploaded[digest] == nil { counts.extra += times }
-    if !counts.clean { print("fleet \(plan.place): files \(everything)") }
+    if !counts.clean {
+      let odd = zip(visible, digests).filter { found[$0.1]! > uploaded[$0.1, default: 0] }
+      let sizes = odd.map { name, _ in
+        "\(name) (\((try? FileManager.default.attributesOfItem(atPath: intake.appending(path: name).path)[.size]) ?? "?") B)"
+      }
+      print("fleet \(plan.place): beyond their uploads: \(sizes); hidden: \(hidden)")
+    }
     return counts
   }
 
