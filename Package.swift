@@ -7,9 +7,10 @@ let upcoming: [SwiftSetting] = [
   .enableUpcomingFeature("MemberImportVisibility"),
 ]
 
+// Linux only: the server is built on epoll, eventfd, splice and Glibc, so no Apple platform is
+// declared (SwiftPM has no way to declare Linux; the system layer refuses to compile elsewhere).
 let package = Package(
   name: "BrowserDrop",
-  platforms: [.macOS(.v15)],
   products: [
     .library(name: "BrowserDrop", targets: ["BrowserDrop"]),
     .library(name: "BrowserDropForwarding", targets: ["BrowserDropForwarding"]),
@@ -34,21 +35,22 @@ let package = Package(
       name: "PageEmbedderPlugin", capability: .buildTool(),
       dependencies: ["PageEmbedderTool"], path: "Sources/PageEmbedderPlugin"),
 
-    // Threads and a condition variable on pthreads, shared by both libraries (`package` access).
-    .target(name: "BrowserDropThreads", swiftSettings: upcoming),
+    // The system layer under both libraries and the command (`package` access): errno errors,
+    // the EINTR/EAGAIN gate, owned descriptors, durable writes, named threads, blocking pools.
+    .target(name: "BrowserDropSystem", dependencies: ["CBrowserDropLinux"], swiftSettings: upcoming),
     .target(
       name: "BrowserDrop",
-      dependencies: ["BrowserDropThreads", "CBrowserDropLinux", "CMagic"],
+      dependencies: ["BrowserDropSystem", "CBrowserDropLinux", "CMagic"],
       swiftSettings: upcoming,
       plugins: ["PageEmbedderPlugin"]),
     .target(
       name: "BrowserDropForwarding",
-      dependencies: ["BrowserDropThreads", "CSMBClientLoader", "CBrowserDropLinux"],
+      dependencies: ["BrowserDropSystem", "CSMBClientLoader", "CBrowserDropLinux"],
       swiftSettings: upcoming),
     .executableTarget(
       name: "browserdrop",
       dependencies: [
-        "BrowserDrop", "BrowserDropForwarding", "BrowserDropThreads", "CQREncode",
+        "BrowserDrop", "BrowserDropForwarding", "BrowserDropSystem", "CQREncode",
         "CBrowserDropLinux",
       ],
       swiftSettings: upcoming),
@@ -68,8 +70,17 @@ let package = Package(
       name: "BrowserDropTestHost", dependencies: ["BrowserDrop"], path: "Tests/BrowserDropTestHost",
       swiftSettings: upcoming),
 
+    // Runs a server into environment failures (no descriptors, a failed epoll_wait) in a process
+    // of its own; run by EnvironmentFailureTests.
+    .executableTarget(
+      name: "BrowserDropFaultHost", dependencies: ["BrowserDrop", "BrowserDropSystem"],
+      path: "Tests/BrowserDropFaultHost", swiftSettings: upcoming),
+
     .testTarget(
-      name: "BrowserDropTests", dependencies: ["BrowserDrop", "CBrowserDropLinux"],
+      name: "BrowserDropSystemTests", dependencies: ["BrowserDropSystem"],
+      swiftSettings: upcoming),
+    .testTarget(
+      name: "BrowserDropTests", dependencies: ["BrowserDrop", "BrowserDropSystem", "CBrowserDropLinux"],
       swiftSettings: upcoming),
     .testTarget(
       name: "BrowserDropForwardingTests", dependencies: ["BrowserDropForwarding"],

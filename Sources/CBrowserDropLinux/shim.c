@@ -84,7 +84,7 @@ void cbd_block_async_signals(void) {
   sigfillset(&set);
   static const int faults[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT, SIGSYS};
   for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++) sigdelset(&set, faults[i]);
-  pthread_sigmask(SIG_BLOCK, &set, NULL);
+  pthread_sigmask(SIG_SETMASK, &set, NULL);
 }
 
 static int cbd_signal_pipe = -1;

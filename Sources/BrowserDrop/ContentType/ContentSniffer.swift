@@ -1,3 +1,4 @@
+import BrowserDropSystem
 internal import CMagic
 import FoundationEssentials
 import Glibc

@@ -1,3 +1,4 @@
+import BrowserDropSystem
 import CBrowserDropLinux
 import Glibc
 
@@ -90,15 +91,12 @@ struct BodyTransfer {
   {
     var drained = 0
     while drained < count {
-      let written = cbd_splice(pipe.read, nil, file, nil, count - drained, 0)
-      if written >= 0 {
-        drained += written
-        continue
-      }
-      switch errno {
-      case EINTR: continue
-      case EINVAL: return drained
-      case let code: throw SystemError(call: "splice", code: code)
+      do throws(SystemError) {
+        drained += try Syscall.blocking("splice") {
+          cbd_splice(pipe.read, nil, file, nil, count - drained, 0)
+        }
+      } catch  where error.code == EINVAL {
+        return drained
       }
     }
     return drained

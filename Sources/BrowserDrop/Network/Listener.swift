@@ -1,3 +1,4 @@
+import BrowserDropSystem
 import CBrowserDropLinux
 import Glibc
 

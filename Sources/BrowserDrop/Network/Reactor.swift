@@ -1,4 +1,4 @@
-import BrowserDropThreads
+import BrowserDropSystem
 import CBrowserDropLinux
 import Glibc
 import Synchronization
@@ -25,6 +25,8 @@ final class Reactor: TaskExecutor, Sendable {
   enum WaitError: Error {
     /// The deadline passed first.
     case timedOut
+    /// The loop is not running: it was never started, or `epoll_wait` failed and ended it.
+    case loopEnded
   }
 
   /// The process-wide reactor.
@@ -35,7 +37,17 @@ final class Reactor: TaskExecutor, Sendable {
     var deadline: ContinuousClock.Instant?
   }
 
+  /// The loop's descriptors, while its thread runs.
+  private struct Loop {
+    let epollFD: Int32
+    let wakeFD: Int32
+  }
+
   private struct State {
+    /// `nil` until ``start()`` succeeds, and again after `epoll_wait` failed.
+    var loop: Loop?
+    /// Set by a test to make the loop's next `epoll_wait` fail with this errno.
+    var injectedWaitFailure: Int32?
     var waiters: [Int32: Waiter] = [:]
     /// File descriptors added to the epoll set (re-armed with MOD afterwards).
     var registered: Set<Int32> = []
@@ -48,34 +60,71 @@ final class Reactor: TaskExecutor, Sendable {
     var jobs: [UnownedJob] = []
   }
 
-  private let epollFD: Int32
-  private let wakeFD: Int32
   private let state = Mutex(State())
   private static let wakeToken = UInt64.max
 
-  private init() {
-    epollFD = cbd_epoll_create()
-    wakeFD = cbd_eventfd()
-    precondition(epollFD >= 0 && wakeFD >= 0, "epoll_create1/eventfd failed: errno \(errno)")
-    _ = cbd_epoll_ctl(epollFD, EPOLL_CTL_ADD, wakeFD, UInt32(cbd_epollin()), Self.wakeToken)
-    startThread { [self] in
-      // Named for ps, perf and gdb.
-      cbd_set_thread_name("bd-epoll")
-      // Signals are the host program's business, whichever thread started the server.
-      cbd_block_async_signals()
-      self.run()
+  init() {}
+
+  /// Starts the loop's thread unless it runs already. Throws when the process has no descriptor
+  /// left for the epoll set or its wake-up `eventfd`, or can't make a thread; a later call tries
+  /// again. The server calls it from `start()`, so such a failure is an error its host sees, not
+  /// a crash.
+  func start() throws(SystemError) {
+    try state.withLock { (state) throws(SystemError) in
+      guard state.loop == nil else { return }
+      let epollFD = try Syscall.blocking("epoll_create1") { cbd_epoll_create() }
+      let wakeFD: Int32
+      do throws(SystemError) {
+        wakeFD = try Syscall.blocking("eventfd") { cbd_eventfd() }
+        try Syscall.blocking("epoll_ctl") {
+          cbd_epoll_ctl(epollFD, EPOLL_CTL_ADD, wakeFD, UInt32(cbd_epollin()), Self.wakeToken)
+        }
+      } catch {
+        close(epollFD)
+        throw error
+      }
+      let loop = Loop(epollFD: epollFD, wakeFD: wakeFD)
+      do throws(SystemError) {
+        try SystemThread.start(name: "bd-epoll") { [self] in run(loop) }
+      } catch {
+        close(wakeFD)
+        close(epollFD)
+        throw error
+      }
+      state.loop = loop
+      state.registered = []
     }
   }
 
+  /// Whether the loop runs.
+  var isRunning: Bool { state.withLock { $0.loop != nil } }
+
+  /// Makes the loop's next `epoll_wait` fail with `code`, as a kernel failure would: a test
+  /// seam for the path that ends the loop.
+  package func injectWaitFailure(_ code: Int32) {
+    let wakeFD = state.withLock { state in
+      state.injectedWaitFailure = code
+      return state.loop?.wakeFD
+    }
+    if let wakeFD { _ = cbd_eventfd_signal(wakeFD) }
+  }
+
   /// Queues a job to run on the loop's thread; wakes the loop when it is waiting for events.
+  /// While the loop isn't running, the job goes to the global concurrent executor instead, so a
+  /// task that prefers this executor still runs.
   func enqueue(_ job: consuming ExecutorJob) {
     let job = UnownedJob(job)
-    let wake = state.withLock { state in
+    let (running, wakeFD) = state.withLock { state -> (Bool, Int32?) in
+      guard let loop = state.loop else { return (false, nil) }
       state.jobs.append(job)
       defer { state.sleeping = false }
-      return state.sleeping
+      return (true, state.sleeping ? loop.wakeFD : nil)
     }
-    if wake { _ = cbd_eventfd_signal(wakeFD) }
+    if !running {
+      globalConcurrentExecutor.enqueue(job)
+    } else if let wakeFD {
+      _ = cbd_eventfd_signal(wakeFD)
+    }
   }
 
   /// Suspends until `fd` is ready for `interest`, the deadline passes (`WaitError.timedOut`) or
@@ -90,28 +139,30 @@ final class Reactor: TaskExecutor, Sendable {
         let events =
           UInt32(interest == .readable ? cbd_epollin() : cbd_epollout())
           | UInt32(cbd_epolloneshot() | cbd_epollrdhup())
-        var wakeLoop = false
-        let failure: Int32? = state.withLock { state in
+        var wakeLoop: Int32?
+        let failure: (any Error)? = state.withLock { state in
+          guard let loop = state.loop else { return WaitError.loopEnded }
           let op = state.registered.contains(fd) ? EPOLL_CTL_MOD : EPOLL_CTL_ADD
-          guard cbd_epoll_ctl(epollFD, op, fd, events, UInt64(UInt32(bitPattern: fd))) == 0 else {
-            return errno
+          let token = UInt64(UInt32(bitPattern: fd))
+          guard cbd_epoll_ctl(loop.epollFD, op, fd, events, token) == 0 else {
+            return SystemError.last("epoll_ctl")
           }
           state.registered.insert(fd)
           state.waiters[fd] = Waiter(continuation: continuation, deadline: deadline)
           if deadline != nil {
             state.deadlineCount += 1
-            wakeLoop = state.sleepingWithoutTimeout
+            if state.sleepingWithoutTimeout { wakeLoop = loop.wakeFD }
             state.sleepingWithoutTimeout = false
           }
           return nil
         }
         if let failure {
-          continuation.resume(throwing: SystemError(call: "epoll_ctl", code: failure))
+          continuation.resume(throwing: failure)
         } else if Task.isCancelled {
           // Cancelled between the check above and registration: the handler found no waiter.
           resume(fd, with: .failure(CancellationError()))
-        } else if wakeLoop {
-          _ = cbd_eventfd_signal(wakeFD)  // the loop recomputes its timeout
+        } else if let wakeLoop {
+          _ = cbd_eventfd_signal(wakeLoop)  // the loop recomputes its timeout
         }
       }
     } onCancel: {
@@ -122,8 +173,8 @@ final class Reactor: TaskExecutor, Sendable {
   /// Forgets `fd`; call before closing it.
   func deregister(_ fd: Int32) {
     let waiter = state.withLock { state -> Waiter? in
-      if state.registered.remove(fd) != nil {
-        _ = cbd_epoll_ctl(epollFD, EPOLL_CTL_DEL, fd, 0, 0)
+      if state.registered.remove(fd) != nil, let loop = state.loop {
+        _ = cbd_epoll_ctl(loop.epollFD, EPOLL_CTL_DEL, fd, 0, 0)
       }
       return take(fd, from: &state)
     }
@@ -141,7 +192,8 @@ final class Reactor: TaskExecutor, Sendable {
     waiter?.continuation.resume(with: result)
   }
 
-  private func run() {
+  private func run(_ loop: Loop) {
+    let (epollFD, wakeFD) = (loop.epollFD, loop.wakeFD)
     let capacity = 128
     let events = UnsafeMutablePointer<UInt32>.allocate(capacity: capacity)
     let tokens = UnsafeMutablePointer<UInt64>.allocate(capacity: capacity)
@@ -161,8 +213,20 @@ final class Reactor: TaskExecutor, Sendable {
         state.sleeping = true
         return timeout
       }
-      let count = cbd_epoll_wait(epollFD, events, tokens, Int32(capacity), timeout)
-      if count < 0 && errno != EINTR { fatalError("epoll_wait failed: errno \(errno)") }
+      let count: Int32
+      do throws(SystemError) {
+        count = try Syscall.blocking("epoll_wait") {
+          cbd_epoll_wait(epollFD, events, tokens, Int32(capacity), timeout)
+        }
+        if let code = state.withLock({ $0.injectedWaitFailure.take() }) {
+          throw SystemError(call: "epoll_wait", code: code)
+        }
+      } catch {
+        events.deallocate()
+        tokens.deallocate()
+        end(loop, because: error)
+        return
+      }
       state.withLock { state in
         state.sleeping = false
         state.sleepingWithoutTimeout = false
@@ -188,6 +252,28 @@ final class Reactor: TaskExecutor, Sendable {
       expired.removeAll(keepingCapacity: true)
       state.withLock { swap(&jobs, &$0.jobs) }
     }
+  }
+
+  /// Ends the loop after `epoll_wait` failed: every waiting task gets ``WaitError/loopEnded`` (the
+  /// listener's task among them, so its session reports `.interrupted`), jobs still queued go to
+  /// the global executor, and a later ``start()`` makes a new loop. The old descriptors are left
+  /// open: another thread may be about to signal the wake-up `eventfd`, and a closed number could
+  /// already belong to someone else.
+  private func end(_ loop: Loop, because error: SystemError) {
+    let (waiters, jobs) = state.withLock { state in
+      defer {
+        state.loop = nil
+        state.waiters = [:]
+        state.registered = []
+        state.deadlineCount = 0
+        state.jobs = []
+        state.sleeping = false
+        state.sleepingWithoutTimeout = false
+      }
+      return (Array(state.waiters.values), state.jobs)
+    }
+    for waiter in waiters { waiter.continuation.resume(throwing: WaitError.loopEnded) }
+    for job in jobs { globalConcurrentExecutor.enqueue(job) }
   }
 
   /// The longest the loop sleeps while any deadline is set, so that a waiter with an earlier

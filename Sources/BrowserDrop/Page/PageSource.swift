@@ -1,3 +1,4 @@
+import BrowserDropSystem
 import FoundationEssentials
 import Glibc
 
@@ -103,14 +104,12 @@ struct PageSource: Sendable {
     var bytes: [UInt8] = []
     var chunk = [UInt8](repeating: 0, count: 64 * 1024)
     while true {
-      let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-      if count > 0 {
-        bytes += chunk[..<count]
-      } else if count == 0 {
-        return bytes
-      } else if errno != EINTR {
-        return []
+      let count = chunk.withUnsafeMutableBytes { buffer in
+        try? Syscall.blocking("read") { Glibc.read(fd, buffer.baseAddress, buffer.count) }
       }
+      guard let count else { return [] }
+      if count == 0 { return bytes }
+      bytes += chunk[..<count]
     }
   }
 

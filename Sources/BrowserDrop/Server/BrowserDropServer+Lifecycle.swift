@@ -1,3 +1,4 @@
+import BrowserDropSystem
 import FoundationEssentials
 import Glibc
 
@@ -10,6 +11,13 @@ extension BrowserDropServer {
   /// `start()`'s work, while the state is `.starting`: creates the staging folder, loads what
   /// connections need, binds, and starts watching the addresses.
   func bringUp() async throws(BrowserDropError) {
+    // The blocking pool's threads, made here so that a process out of threads gets an error
+    // rather than a crash or a stall later.
+    do throws(SystemError) {
+      try BlockingPool.shared.start()
+    } catch {
+      throw BrowserDropError.listenFailed(error.description)
+    }
     let staging = self.staging
     let claimsSharedRoot =
       staging.root == Configuration.defaultStagingRoot.standardizedFileURL
@@ -24,6 +32,7 @@ extension BrowserDropServer {
       do throws(SystemError) {
         fd = try staging.openSession()
       } catch {
+        staging.removeAll()
         throw .stagingUnavailable(path: staging.root.path, reason: error.reason)
       }
       return (
@@ -47,6 +56,11 @@ extension BrowserDropServer {
       throw await undo(error)
     }
     guard case .starting = state else { throw await undo(.sessionEnded) }
+    do throws(BrowserDropError) {
+      try startEventLoop()
+    } catch {
+      throw await undo(error)
+    }
     let listener: Listener
     do throws(ListenError) {
       listener = try Listener.open(
@@ -64,12 +78,24 @@ extension BrowserDropServer {
   func listen(
     _ session: ServerState.Session, port: Int, fallback: Bool
   ) throws(BrowserDropError) {
+    try startEventLoop()
     do throws(ListenError) {
       let listener = try Listener.open(
         address: configuration.bindAddress, port: port, fallback: fallback)
       serve(session, on: listener)
     } catch {
       throw BrowserDropError(error)
+    }
+  }
+
+  /// Started before each listen rather than once per process: after `epoll_wait` failed, the
+  /// loop is gone and `resume()` makes a new one. A process out of descriptors gets an error,
+  /// not a crash.
+  private func startEventLoop() throws(BrowserDropError) {
+    do throws(SystemError) {
+      try Reactor.shared.start()
+    } catch {
+      throw .listenFailed(error.description)
     }
   }
 

@@ -1,3 +1,4 @@
+import BrowserDropSystem
 public import FoundationEssentials
 import Glibc
 

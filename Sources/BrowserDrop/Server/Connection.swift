@@ -1,3 +1,4 @@
+import BrowserDropSystem
 import FoundationEssentials
 
 /// One connection: one request, one response, then close. Reads the head, lets

@@ -1,3 +1,4 @@
+import BrowserDropSystem
 import FoundationEssentials
 import Glibc
 import Synchronization
@@ -52,9 +53,7 @@ final class FolderSync: Sendable {
         return batch
       }
       guard !batch.isEmpty else { return }
-      let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-      let flushed = fd >= 0 && fsync(fd) == 0
-      if fd >= 0 { close(fd) }
+      let flushed = (try? Durable.syncFolder(path)) != nil
       for continuation in batch { continuation.resume(returning: flushed) }
     }
   }

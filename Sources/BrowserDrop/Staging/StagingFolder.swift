@@ -1,3 +1,4 @@
+import BrowserDropSystem
 import FoundationEssentials
 import Glibc
 
@@ -29,13 +30,22 @@ struct StagingFolder: Sendable {
     if claimingSharedRoot { try Self.claimSharedRoot(root.path) }
     do {
       try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
-      try FileManager.default.createDirectory(at: session, withIntermediateDirectories: false)
-      try FileManager.default.createDirectory(at: incoming, withIntermediateDirectories: false)
     } catch {
       throw .unavailable(path: root.path, reason: error.operationFailureText)
     }
+    do {
+      try FileManager.default.createDirectory(at: session, withIntermediateDirectories: false)
+      try FileManager.default.createDirectory(at: incoming, withIntermediateDirectories: false)
+    } catch {
+      // What this call made goes, so a later start() of the same server (the process had run
+      // out of descriptors, say) finds its session's names free again.
+      removeAll()
+      throw .unavailable(path: root.path, reason: error.operationFailureText)
+    }
     guard access(session.path, W_OK) == 0 else {
-      throw .unavailable(path: root.path, reason: String(cString: strerror(errno)))
+      let reason = String(cString: strerror(errno))
+      removeAll()
+      throw .unavailable(path: root.path, reason: reason)
     }
   }
 

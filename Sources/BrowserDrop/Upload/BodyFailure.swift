@@ -1,3 +1,4 @@
+import BrowserDropSystem
 import Glibc
 
 /// Why an admitted upload did not complete, and what (if anything) to answer.

@@ -1,3 +1,5 @@
+import BrowserDropSystem
+
 /// Step 2 of receiving an upload: the body from the socket into the partial file.
 extension UploadReceiver {
   /// Streams the body into `fd`. When the session sniffs content, the first bytes (up to

@@ -1,3 +1,4 @@
+import BrowserDropSystem
 import Glibc
 
 /// Receives one admitted upload, in four steps a reader can follow:

@@ -1,3 +1,4 @@
+import BrowserDropSystem
 import FoundationEssentials
 
 /// One call of ``Forwarder/forward(folder:to:policy:verify:progress:)``: walks the scanned

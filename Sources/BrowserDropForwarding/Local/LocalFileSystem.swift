@@ -1,3 +1,4 @@
+import BrowserDropSystem
 internal import CBrowserDropLinux
 import FoundationEssentials
 import Glibc
@@ -139,7 +140,7 @@ struct LocalFileSystem: DestinationFileSystem {
     try buffer.fill(from: input, at: offset)
     var written = 0
     while written < buffer.count {
-      written += try retryingEINTR("pwrite") {
+      written += try Syscall.blocking("pwrite") {
         pwrite(
           output, buffer.bytes.baseAddress! + written, buffer.count - written,
           off_t(offset) + off_t(written))
@@ -201,7 +202,7 @@ struct LocalFileSystem: DestinationFileSystem {
   }
 
   func removeQuietly(_ relative: RelativePath) async {
-    _ = try? await DedicatedThread.localIO.run { [self] in unlink(path(relative)) }
+    _ = await DedicatedThread.localIO.run { [self] in unlink(path(relative)) }
   }
 
   func sha256(at relative: RelativePath) async throws -> [UInt8] {

@@ -1,4 +1,4 @@
-import BrowserDropThreads
+import BrowserDropSystem
 internal import CSMBClientLoader
 import Glibc
 
@@ -45,16 +45,26 @@ final class SMBChildWriter: @unchecked Sendable {
       throw error
     }
     let writer = SMBChildWriter(pid: pid, counter: counter)
-    startThread { [writer] in
-      _ = cbd_child_wait_exited(writer.pid)
-      writer.lock.lock()
-      writer.exitSeen = true
-      let waiting = writer.waiting
-      writer.waiting = []
-      writer.lock.unlock()
-      for continuation in waiting { continuation.resume() }
+    do {
+      try SystemThread.start(name: "bd-smb-child") { [writer] in
+        _ = cbd_child_wait_exited(writer.pid)
+        writer.childExited()
+      }
+    } catch {
+      // Nothing could learn when it ends: stop it now; `deinit` reaps it.
+      writer.kill()
+      throw error
     }
     return writer
+  }
+
+  private func childExited() {
+    lock.lock()
+    exitSeen = true
+    let waiting = self.waiting
+    self.waiting = []
+    lock.unlock()
+    for continuation in waiting { continuation.resume() }
   }
 
   deinit {

@@ -1,3 +1,4 @@
+import BrowserDropSystem
 internal import CSMBClientLoader
 import Glibc
 

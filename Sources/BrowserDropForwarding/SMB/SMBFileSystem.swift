@@ -1,3 +1,4 @@
+import BrowserDropSystem
 internal import CSMBClientLoader
 import Glibc
 
@@ -160,7 +161,7 @@ struct SMBFileSystem: DestinationFileSystem {
         _ = child.reap()
       }
       if !closed {
-        _ = try? await DedicatedThread.smb.run { [context] in try? context.close(file) }
+        _ = await DedicatedThread.smb.run { [context] in try? context.close(file) }
       }
       if child != nil {
         await removeAfterWriter(temporary)
@@ -306,7 +307,7 @@ struct SMBFileSystem: DestinationFileSystem {
   /// closed connection a moment after it is gone, and until then refuses the unlink with a
   /// sharing violation (`EBUSY`, seen for 10-20 ms on loopback): retry that for up to 2 s.
   private func removeAfterWriter(_ path: RelativePath) async {
-    _ = try? await DedicatedThread.smb.run { [context, root] in
+    _ = await DedicatedThread.smb.run { [context, root] in
       for _ in 0..<40 {
         do throws(SystemError) {
           try context.unlink(root + path)
@@ -321,7 +322,7 @@ struct SMBFileSystem: DestinationFileSystem {
   }
 
   func removeQuietly(_ path: RelativePath) async {
-    _ = try? await DedicatedThread.smb.run { [context, root] in try? context.unlink(root + path) }
+    _ = await DedicatedThread.smb.run { [context, root] in try? context.unlink(root + path) }
   }
 
   func sha256(at path: RelativePath) async throws -> [UInt8] {
@@ -343,14 +344,14 @@ struct SMBFileSystem: DestinationFileSystem {
         digest.update(UnsafeRawBufferPointer(rebasing: buffer.bytes[..<count]))
       }
     } catch {
-      _ = try? await DedicatedThread.smb.run { [context] in try? context.close(file) }
+      _ = await DedicatedThread.smb.run { [context] in try? context.close(file) }
       throw error
     }
-    _ = try? await DedicatedThread.smb.run { [context] in try? context.close(file) }
+    _ = await DedicatedThread.smb.run { [context] in try? context.close(file) }
     return digest.finalize()
   }
 
   func close() async {
-    _ = try? await DedicatedThread.smb.run { [context] in context.free() }
+    _ = await DedicatedThread.smb.run { [context] in context.free() }
   }
 }

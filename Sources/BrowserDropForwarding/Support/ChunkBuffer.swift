@@ -1,3 +1,4 @@
+import BrowserDropSystem
 import Glibc
 
 /// A fixed-size buffer handed between the read-ahead thread and the thread that writes it.
@@ -17,7 +18,7 @@ final class ChunkBuffer: @unchecked Sendable {
   func fill(from fd: Int32, at offset: Int64) throws(SystemError) {
     var filled = 0
     while filled < bytes.count {
-      let got = try retryingEINTR("pread") {
+      let got = try Syscall.blocking("pread") {
         pread(fd, bytes.baseAddress! + filled, bytes.count - filled, off_t(offset) + off_t(filled))
       }
       if got == 0 { break }

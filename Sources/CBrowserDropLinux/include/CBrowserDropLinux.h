@@ -45,8 +45,9 @@ int cbd_renameat2_noreplace(const char *from, const char *to);
 /* Names the calling thread (up to 15 bytes) for ps, perf and gdb. */
 void cbd_set_thread_name(const char *name);
 
-/* Blocks every asynchronous signal (all but the fault signals) in the calling thread, so a
-   library's own threads never take a signal meant for the host program's handler. */
+/* Sets the calling thread's signal mask to every asynchronous signal (all but the fault
+   signals), so a library's own threads never take a signal meant for the host program's handler,
+   and a fault in them is still reported. */
 void cbd_block_async_signals(void);
 
 /* Routes the given signals to a pipe and returns its read end (or -1 with errno): each signal

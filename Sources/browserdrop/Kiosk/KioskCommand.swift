@@ -1,4 +1,5 @@
 import BrowserDrop
+import BrowserDropSystem
 import CBrowserDropLinux
 import FoundationEssentials
 import Glibc
@@ -18,7 +19,12 @@ struct KioskCommand {
     // mappings of their own and go back to the kernel when freed, rather than leaving holes in
     // the heap that its small blocks then pin.
     _ = cbd_map_large_allocations(512 * 1024)
-    let triggers = Triggers(signals: [SIGINT, SIGTERM], readsStandardInput: false)
+    let triggers: Triggers
+    do {
+      triggers = try Triggers(signals: [SIGINT, SIGTERM], readsStandardInput: false)
+    } catch {
+      return fail("Can't watch for Ctrl-C and stop signals: \(error.reason).")
+    }
     let stopRequested = StopFlag()
     let stopWatcher = Task {
       if await triggers.next() != nil { stopRequested.set() }

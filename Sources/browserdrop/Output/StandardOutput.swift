@@ -1,6 +1,7 @@
-import BrowserDropThreads
+import BrowserDropSystem
 import CBrowserDropLinux
 import Glibc
+import Synchronization
 
 /// Writes whole pieces of text to standard output or standard error, in the order they were
 /// given, from a writer thread of its own.
@@ -72,15 +73,23 @@ final class OutputWriter: @unchecked Sendable {
   private var writtenCount: UInt64 = 0
   private let drained = ThreadCondition()
 
+  /// Whether the writer thread runs; without it (the process could make no thread) each piece is
+  /// written by the caller, so output is slower but never lost.
+  private let threaded = Atomic(true)
+
   init() {
-    startThread { [self] in
-      cbd_set_thread_name("bd-output")
-      cbd_block_async_signals()
-      run()
+    do {
+      try SystemThread.start(name: "bd-output") { [self] in run() }
+    } catch {
+      threaded.store(false, ordering: .relaxed)
     }
   }
 
   func enqueue(_ bytes: [UInt8], to descriptor: Int32) {
+    guard threaded.load(ordering: .relaxed) else {
+      Self.writeAll(bytes, to: descriptor)
+      return
+    }
     condition.lock()
     queue.append(Piece(descriptor: descriptor, bytes: bytes))
     enqueuedCount += 1
@@ -118,10 +127,7 @@ final class OutputWriter: @unchecked Sendable {
       drained.unlock()
       round.removeAll(keepingCapacity: true)
       drained.broadcast()
-      let (seconds, attoseconds) = Self.gatheringInterval.components
-      var pause = timespec(tv_sec: Int(seconds), tv_nsec: Int(attoseconds / 1_000_000_000))
-      var remaining = timespec()
-      while nanosleep(&pause, &remaining) != 0 && errno == EINTR { pause = remaining }
+      Syscall.sleep(Self.gatheringInterval)
     }
   }
 
@@ -143,17 +149,20 @@ final class OutputWriter: @unchecked Sendable {
     bytes.withUnsafeBytes { buffer in
       var offset = 0
       while offset < buffer.count {
-        let written = Glibc.write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
-        if written < 0 {
-          if errno == EINTR { continue }
-          if errno == EAGAIN {  // a descriptor inherited in non-blocking mode
-            var ready = pollfd(fd: descriptor, events: Int16(POLLOUT), revents: 0)
-            _ = poll(&ready, 1, -1)
-            continue
+        let written: Int?
+        do {
+          written = try Syscall.nonBlocking("write") {
+            Glibc.write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
           }
+        } catch {
           return  // EPIPE and the like: nobody reads any more
         }
-        offset += written
+        if let written {
+          offset += written
+        } else {  // a descriptor inherited in non-blocking mode
+          var ready = pollfd(fd: descriptor, events: Int16(POLLOUT), revents: 0)
+          _ = poll(&ready, 1, -1)
+        }
       }
     }
   }

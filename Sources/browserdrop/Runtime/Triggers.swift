@@ -1,5 +1,5 @@
 import BrowserDrop
-import BrowserDropThreads
+import BrowserDropSystem
 import CBrowserDropLinux
 import Glibc
 import Synchronization
@@ -29,38 +29,25 @@ final class Triggers: Sendable {
   private let queue = Mutex(Queue())
 
   /// Routes `signals` to this queue (once per process) and, when asked, lines on standard input.
-  init(signals: [Int32], readsStandardInput: Bool) {
+  /// Throws when the signal pipe or a thread can't be made (the process is out of descriptors or
+  /// threads).
+  init(signals: [Int32], readsStandardInput: Bool) throws(SystemError) {
     let pipe = signals.withUnsafeBufferPointer { numbers in
       cbd_route_signals_to_pipe(numbers.baseAddress, Int32(numbers.count))
     }
-    precondition(pipe >= 0, "browserdrop: cannot route signals: errno \(errno)")
-    Self.startThread(name: "bd-signals") { [weak self] in
+    guard pipe >= 0 else { throw SystemError.last("pipe2") }
+    try SystemThread.start(name: "bd-signals") { [weak self] in
       var byte: UInt8 = 0
-      while true {
-        let count = read(pipe, &byte, 1)
-        if count == 1 {
-          self?.push(.signal(Int32(byte)))
-        } else if count < 0, errno == EINTR {
-          continue
-        } else {
-          return
-        }
+      while (try? Syscall.blocking("read", { read(pipe, &byte, 1) })) == 1 {
+        self?.push(.signal(Int32(byte)))
       }
     }
     if readsStandardInput {
-      Self.startThread(name: "bd-stdin") { [weak self] in
+      try SystemThread.start(name: "bd-stdin") { [weak self] in
         while readLine(strippingNewline: true) != nil {
           self?.push(.enter)
         }
       }
-    }
-  }
-
-  private static func startThread(name: String, _ body: @escaping @Sendable () -> Void) {
-    BrowserDropThreads.startThread {
-      cbd_block_async_signals()
-      cbd_set_thread_name(name)
-      body()
     }
   }
 

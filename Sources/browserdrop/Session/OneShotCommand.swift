@@ -1,5 +1,6 @@
 import BrowserDrop
 import BrowserDropForwarding
+import BrowserDropSystem
 import FoundationEssentials
 import Glibc
 import Synchronization
@@ -11,7 +12,12 @@ struct OneShotCommand {
 
   /// Runs the session and returns the exit status.
   func run() async -> Int32 {
-    let triggers = Triggers(signals: [SIGINT, SIGTERM], readsStandardInput: true)
+    let triggers: Triggers
+    do {
+      triggers = try Triggers(signals: [SIGINT, SIGTERM], readsStandardInput: true)
+    } catch {
+      return fail("Can't watch for Ctrl-C and stop signals: \(error.reason).")
+    }
     let ownsStaging: Bool
     do {
       ownsStaging = try StagingLock.acquire(root: options.stagingRoot)

@@ -1,3 +1,4 @@
+import BrowserDropSystem
 import Foundation
 import Glibc
 import Testing

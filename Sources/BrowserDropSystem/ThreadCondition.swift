@@ -1,24 +1,5 @@
 import Glibc
 
-/// Starts a detached thread that runs `body` (pthreads: Foundation's `Thread` would load
-/// libFoundation). Stops the process if the system can't make a thread.
-package func startThread(_ body: @escaping @Sendable () -> Void) {
-  final class Body {
-    let run: @Sendable () -> Void
-    init(_ run: @escaping @Sendable () -> Void) { self.run = run }
-  }
-  let context = Unmanaged.passRetained(Body(body)).toOpaque()
-  var thread = pthread_t()
-  let result = pthread_create(
-    &thread, nil,
-    { context in
-      Unmanaged<Body>.fromOpaque(context!).takeRetainedValue().run()
-      return nil
-    }, context)
-  precondition(result == 0, "pthread_create failed: error \(result)")
-  pthread_detach(thread)
-}
-
 /// A mutex with a condition variable, as `NSCondition`: `wait()` must be called with the lock
 /// held, releases it while waiting and holds it again when it returns.
 ///
@@ -55,4 +36,11 @@ package final class ThreadCondition: @unchecked Sendable {
 
   /// Wakes every waiting thread.
   package func broadcast() { pthread_cond_broadcast(condition) }
+
+  /// Runs `body` with the lock held.
+  package func withLock<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+    lock()
+    defer { unlock() }
+    return try body()
+  }
 }

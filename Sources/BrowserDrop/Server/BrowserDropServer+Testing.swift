@@ -1,0 +1,10 @@
+import Glibc
+
+extension BrowserDropServer {
+  /// Makes the event loop's next `epoll_wait` fail with `code`, as a kernel failure would, so a
+  /// test can see the session report `.interrupted` and `resume()` make a new loop. The loop is
+  /// shared by every server in the process.
+  package nonisolated func failEventLoopForTesting(_ code: Int32) {
+    Reactor.shared.injectWaitFailure(code)
+  }
+}

@@ -1,0 +1,43 @@
+import Foundation
+import Testing
+
+/// The library never crashes its host for an environment failure: each case runs a real server
+/// in a process of its own (BrowserDropFaultHost), since the failure would reach every other
+/// test sharing this process's descriptor table or event loop.
+@Suite struct EnvironmentFailureTests {
+  private func runHost(_ mode: String) async throws -> ChildRun {
+    let staging = FileManager.default.temporaryDirectory.appending(
+      path: "browserdrop-fault-\(UUID().uuidString)")
+    defer { try? FileManager.default.removeItem(at: staging) }
+    return try await ChildRun.run(
+      ChildRun.product("BrowserDropFaultHost").path, [mode, staging.path],
+      environment: ProcessInfo.processInfo.environment, timeout: .seconds(120))
+  }
+
+  @Test func startWithoutDescriptorsThrowsAtEachStepThenSucceeds() async throws {
+    let run = try await runHost("descriptors")
+    #expect(run.status == 0, "exit status \(run.status): \(run.errorOutput)")
+    let lines = run.output.split(separator: "\n").map(String.init)
+    // Each step of start() that needs a descriptor fails in turn, as a BrowserDropError naming
+    // what it was for: the staging folder, libmagic's database, the event loop, the socket.
+    #expect(lines.dropLast().allSatisfy { $0.contains(": BrowserDropError: ") }, "\(lines)")
+    #expect(lines.contains { $0.contains("Can't use the staging folder") })
+    #expect(lines.contains { $0.contains("Can't load the file-type database") })
+    #expect(
+      lines.contains {
+        $0.contains("Can't start listening: eventfd") || $0.contains("epoll_create1")
+      })
+    #expect(lines.contains { $0.contains("Can't listen on port 0") })
+    #expect(lines.last?.hasSuffix(": started") == true, "\(lines)")
+  }
+
+  @Test func aFailedEventLoopInterruptsTheSessionAndResumeMakesANewOne() async throws {
+    let run = try await runHost("event-loop")
+    #expect(run.status == 0, "exit status \(run.status): \(run.errorOutput)")
+    let lines = run.output.split(separator: "\n").map(String.init)
+    #expect(lines.count == 3, "\(lines)")
+    #expect(lines.first == "listening")
+    #expect(lines.dropFirst().first == "interrupted")
+    #expect(lines.last?.hasPrefix("resumed on port ") == true)
+  }
+}
