@@ -1,3 +1,4 @@
+import BrowserDropSystem
 import FoundationEssentials
 
 /// What connections ask the server: admit an upload, store it, or record that it failed. The
