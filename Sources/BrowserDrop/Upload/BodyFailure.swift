@@ -10,6 +10,18 @@ struct BodyFailure: Error {
   /// answered at once, and the rest of the body is then read and thrown away, so that a
   /// client that sends everything before it reads still gets the answer.
   var unreadBody = 0
+  /// A resumable upload that was cut off and kept: the bytes now durable. The upload is paused,
+  /// not ended.
+  var keptOffset: Int?
+
+  /// Whether a resumable upload that failed this way is kept to be resumed: the peer went away
+  /// or went quiet, or the session stopped listening. A refusal or a write failure is final.
+  var isResumable: Bool {
+    switch reason {
+    case .connectionLost, .timedOut, .cancelled: refusal == nil
+    default: false
+    }
+  }
 
   static let connectionLost = BodyFailure(reason: .connectionLost)
   static let cancelled = BodyFailure(reason: .cancelled)
