@@ -37,6 +37,9 @@ struct BodyFailure: Error {
   /// write failures, a deadline from a cancellation and from a lost peer.
   static func streaming(_ error: any Error) -> BodyFailure {
     switch error {
+    case let error as SystemError where lostPeer.contains(error.code):
+      // Only a socket fails this way: the peer went away (a reset, a network gone).
+      .connectionLost
     case let error as SystemError where error.code == ENOSPC || error.code == EDQUOT:
       BodyFailure(
         reason: .insufficientStorage,
@@ -57,6 +60,10 @@ struct BodyFailure: Error {
       reason: .writeFailed(error.reason),
       refusal: Refusal(.writeFailed, "The file couldn't be flushed to disk: \(error.reason)."))
   }
+
+  private static let lostPeer: Set<Int32> = [
+    ECONNRESET, ECONNABORTED, ETIMEDOUT, EHOSTUNREACH, ENETUNREACH, ENETDOWN,
+  ]
 
   /// Inspection refused the content; `unreadBody` bytes are still to come.
   static func refusedContent(_ message: String, unreadBody: Int = 0) -> BodyFailure {
