@@ -240,6 +240,7 @@ struct ResumeTests {
     let stale = try await RawClient.connect(port: session.port)
     try await stale.send(client.postHead(length: body.count))
     try await stale.send(Array(body[..<(1 << 20)]))
+    try await session.log.wait { !$0.isEmpty }
     // The stale request stays open and silent; a new one asks where the upload stands.
     let head = try await client.head()
     #expect(head.status == 204)
@@ -272,6 +273,12 @@ struct ResumeTests {
       running == "POST"
         ? client.postHead(length: body.count)
         : client.patchHead(offset: start, length: body.count - start))
+    // The first request holds the upload before the second comes.
+    if running == "POST" {
+      try await session.log.wait { !$0.isEmpty }
+    } else {
+      try await pauses.waitForResumed(1)
+    }
     let sentByFirst = start + (1 << 20)
     try await first.send(Array(body[start..<sentByFirst]))
     let second = try await client.exchange(

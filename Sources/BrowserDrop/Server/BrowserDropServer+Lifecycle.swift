@@ -66,17 +66,11 @@ extension BrowserDropServer {
       throw await undo(error)
     }
     guard case .starting = state else { throw await undo(.sessionEnded) }
+    let listener: Listener
     do throws(BrowserDropError) {
-      try startEventLoop()
+      listener = try openListener(port: configuration.port, fallback: true)
     } catch {
       throw await undo(error)
-    }
-    let listener: Listener
-    do throws(ListenError) {
-      listener = try Listener.open(
-        address: configuration.bindAddress, port: configuration.port, fallback: true)
-    } catch {
-      throw await undo(BrowserDropError(error))
     }
     let session = ServerState.Session(
       services: services, sessionFD: sessionFD, monitor: monitorAddresses(), port: listener.port,
@@ -107,24 +101,21 @@ extension BrowserDropServer {
   func listen(
     _ session: ServerState.Session, port: Int, fallback: Bool
   ) throws(BrowserDropError) {
-    try startEventLoop()
-    do throws(ListenError) {
-      let listener = try Listener.open(
-        address: configuration.bindAddress, port: port, fallback: fallback)
-      serve(session, on: listener)
-    } catch {
-      throw BrowserDropError(error)
-    }
+    serve(session, on: try openListener(port: port, fallback: fallback))
   }
 
-  /// Started before each listen rather than once per process: after `epoll_wait` failed, the
-  /// loop is gone and `resume()` makes a new one. A process out of descriptors gets an error,
-  /// not a crash.
-  private func startEventLoop() throws(BrowserDropError) {
+  private func openListener(port: Int, fallback: Bool) throws(BrowserDropError) -> Listener {
+    // Started here rather than once per process: after `epoll_wait` failed, the loop is gone and
+    // `resume()` makes a new one. A process out of descriptors gets an error, not a crash.
     do throws(SystemError) {
       try Reactor.shared.start()
     } catch {
       throw .listenFailed(error.description)
+    }
+    do throws(ListenError) {
+      return try Listener.open(address: configuration.bindAddress, port: port, fallback: fallback)
+    } catch {
+      throw BrowserDropError(error)
     }
   }
 

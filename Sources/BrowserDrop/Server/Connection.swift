@@ -1,4 +1,3 @@
-import BrowserDropSystem
 import FoundationEssentials
 
 /// One connection: one request, one response, then close. Reads the head, lets
