@@ -25,11 +25,11 @@ struct ResumableStore: Sendable {
   let folder: String
 
   /// The store of a session (`scope` `.session`: inside its incoming folder) or of a staging
-  /// root (`.stagingRoot`: `.resumable` in it, outliving sessions).
+  /// root (`.stagingRoot`: `.browserdrop-resumable` in it, outliving sessions).
   init(staging: StagingFolder, scope: ResumableUploads.Scope) {
     switch scope {
     case .session: folder = staging.incomingPath + "/resumable"
-    case .stagingRoot: folder = staging.root.path + "/.resumable"
+    case .stagingRoot: folder = staging.root.path + "/.browserdrop-resumable"
     }
   }
 

@@ -6,7 +6,7 @@ public struct ResumableUploads: Sendable, Hashable {
     /// In the session's incoming folder: `finish()` and `cancel()` remove them, as does
     /// `removeLeftovers` at the next launch.
     case session
-    /// In `.resumable/` in the staging root, outliving the session and the process: the next
+    /// In `.browserdrop-resumable/` in the staging root, outliving the session and the process: the next
     /// session on the same staging root (a kiosk's next batch, or the same command started
     /// again after a crash) continues them. Only one server may use a staging root this way at a
     /// time (the `browserdrop` command holds a lock on it).

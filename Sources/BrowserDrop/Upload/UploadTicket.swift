@@ -1,3 +1,4 @@
+import FoundationEssentials
 import Synchronization
 
 /// An admitted upload: what the connection needs to receive and store it.
@@ -20,7 +21,9 @@ struct ResumableTicket: Sendable {
 
   /// The record of this upload, as its store keeps it.
   func record(path: UploadPath, length: Int) -> ResumableStore.Record {
-    ResumableStore.Record(path: path.value, length: length, offset: offset, boot: "", updated: 0)
+    ResumableStore.Record(
+      path: path.value, length: length, offset: offset, boot: ResumableStore.bootID,
+      updated: Date().timeIntervalSince1970)
   }
 }
 
