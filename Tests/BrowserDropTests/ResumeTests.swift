@@ -54,7 +54,8 @@ struct ResumeTests {
     let plain = try await TestSession.start()
     defer { Task { await plain.stop() } }
     let reply = try await plain.exchange(
-      "HEAD /upload?path=a.txt&upload=\(ResumeClient.randomID()) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+      "HEAD /upload?path=a.txt&upload=\(ResumeClient.randomID()) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    )
     #expect(reply.status == 405, "HEAD /upload without the extension is protocol v1's 405")
   }
 
@@ -69,7 +70,8 @@ struct ResumeTests {
     let body = TestBytes.make(size, seed: 40)
     let seed = UInt64.random(in: 1...UInt64.max)
     var random = SeededGenerator(seed: seed)
-    let client = ResumeClient(port: session.port, path: "Videos/long.bin", id: ResumeClient.randomID())
+    let client = ResumeClient(
+      port: session.port, path: "Videos/long.bin", id: ResumeClient.randomID())
     // 40 cuts: 4 in a request head, 35 in the body at sorted random points, 1 after the last byte.
     let bodyCuts = (0..<35).map { _ in Int.random(in: 1..<size, using: &random) }.sorted()
     var plan: [Int?] = bodyCuts.map { $0 }
@@ -139,7 +141,9 @@ struct ResumeTests {
       #expect(reply.status == 201, "\(reply.text)")
       sent += size - offset
     }
-    try await session.log.wait { $0.contains { if case .uploadFinished = $0 { true } else { false } } }
+    try await session.log.wait {
+      $0.contains { if case .uploadFinished = $0 { true } else { false } }
+    }
     let staged = session.stagedFiles()
     #expect(staged.count == 1)
     #expect(staged["Videos/long.bin"] == body, "the resumed file differs from what was sent")
@@ -179,7 +183,8 @@ struct ResumeTests {
     #expect(uploads.count == 1)
     let upload = try #require(uploads.first)
     #expect(upload.size == 300_000)
-    #expect(await pauses.all == [.paused(upload, keptBytes: 100_000), .resumed(upload, offset: 100_000)])
+    #expect(
+      await pauses.all == [.paused(upload, keptBytes: 100_000), .resumed(upload, offset: 100_000)])
     // Complete: HEAD says so (a client that lost the 201 sends nothing again).
     let after = try await client.head()
     #expect(after.status == 204 && after.headers["upload-offset"] == "300000")
@@ -200,7 +205,8 @@ struct ResumeTests {
     #expect(mismatch.headers["upload-offset"] == "20000")
 
     let past = try await client.exchange(
-      client.patchHead(offset: 20_000, length: 40_000), body[20_000...] + [1, 2, 3] + [UInt8](repeating: 0, count: 9_997))
+      client.patchHead(offset: 20_000, length: 40_000),
+      body[20_000...] + [1, 2, 3] + [UInt8](repeating: 0, count: 9_997))
     #expect(past.status == 409 && past.errorCode == "upload_mismatch", "\(past.text)")
     #expect(past.headers["upload-length"] == "50000")
 
@@ -382,7 +388,8 @@ struct ResumeTests {
     let session = try await Self.start()
     defer { Task { await session.stop() } }
     let socket = try await session.client()
-    try await socket.send(Requests.uploadHead(port: session.port, encodedPath: "p.bin", length: 1000))
+    try await socket.send(
+      Requests.uploadHead(port: session.port, encodedPath: "p.bin", length: 1000))
     try await socket.send([UInt8](repeating: 1, count: 400))
     socket.socket.close()
     try await session.log.wait {

@@ -51,9 +51,11 @@ enum ProtocolError: String, Error, Sendable, CaseIterable {
     case .writeFailed: "The file couldn't be written."
     case .pageMissing: "The upload page isn't packaged with the server."
     case .insufficientStorage: "Not enough free space on the device."
-    case .invalidUploadID: "The upload id must be 128 bits in URL-safe base64 (22 characters) or hex."
+    case .invalidUploadID:
+      "The upload id must be 128 bits in URL-safe base64 (22 characters) or hex."
     case .unknownUpload: "No resumable upload has that id (never started, finished or expired)."
-    case .offsetMismatch: "Upload-Offset isn't where the upload stands; see the Upload-Offset header."
+    case .offsetMismatch:
+      "Upload-Offset isn't where the upload stands; see the Upload-Offset header."
     case .uploadMismatch: "The request doesn't match the upload that id names (path or length)."
     }
   }

@@ -1,9 +1,9 @@
 /// Serialises responses: one buffer, written at once, then the connection closes.
 enum Response {
   private static let reasons: [Int: String] = [
-    100: "Continue", 200: "OK", 201: "Created", 204: "No Content", 400: "Bad Request", 403: "Forbidden",
-    404: "Not Found", 405: "Method Not Allowed", 409: "Conflict", 411: "Length Required",
-    413: "Content Too Large", 431: "Request Header Fields Too Large",
+    100: "Continue", 200: "OK", 201: "Created", 204: "No Content", 400: "Bad Request",
+    403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 409: "Conflict",
+    411: "Length Required", 413: "Content Too Large", 431: "Request Header Fields Too Large",
     500: "Internal Server Error", 507: "Insufficient Storage",
   ]
 

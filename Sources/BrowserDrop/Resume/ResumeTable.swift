@@ -49,7 +49,8 @@ struct ResumeTable {
   /// What paused uploads have yet to write: counted against free space until they expire.
   func pausedRemaining(excluding id: UploadID? = nil) -> Int {
     entries.reduce(0) { sum, item in
-      item.key == id || item.value.hold != nil ? sum : sum + max(0, item.value.length - item.value.offset)
+      item.key == id || item.value.hold != nil
+        ? sum : sum + max(0, item.value.length - item.value.offset)
     }
   }
 
@@ -66,7 +67,9 @@ struct ResumeTable {
   /// The checks of a `PATCH` of `size` bytes at `offset`, in order: known, same path, not held
   /// (else release it first), the offset where the upload stands, the body ending at its length.
   func checkResume(_ id: UploadID, path: UploadPath, offset: Int, size: Int) -> ResumeCheck {
-    func refusal(_ error: ProtocolError, _ message: String? = nil, at offset: Int?, of length: Int?)
+    func refusal(
+      _ error: ProtocolError, _ message: String? = nil, at offset: Int?, of length: Int?
+    )
       -> ResumeCheck
     {
       var refusal = Refusal(error, message)
@@ -101,7 +104,9 @@ struct ResumeTable {
 
   /// A new upload of that id starts (a POST): any earlier one of the id is replaced. Returns the
   /// replaced entry's `Upload` (to be ended) when there was one.
-  mutating func start(_ id: UploadID, path: UploadPath, length: Int, upload: Upload, hold: UploadHold)
+  mutating func start(
+    _ id: UploadID, path: UploadPath, length: Int, upload: Upload, hold: UploadHold
+  )
     -> Upload?
   {
     let replaced = entries[id]?.upload
@@ -140,7 +145,9 @@ struct ResumeTable {
   mutating func remove(_ id: UploadID) -> Entry? { entries.removeValue(forKey: id) }
 
   /// A paused upload found in the store at start.
-  mutating func recovered(_ id: UploadID, path: UploadPath, length: Int, offset: Int, expiresAt: Duration) {
+  mutating func recovered(
+    _ id: UploadID, path: UploadPath, length: Int, offset: Int, expiresAt: Duration
+  ) {
     entries[id] = Entry(
       path: path, length: length, offset: offset, upload: nil, hold: nil, expiresAt: expiresAt)
   }

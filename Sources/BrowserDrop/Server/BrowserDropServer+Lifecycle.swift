@@ -93,7 +93,8 @@ extension BrowserDropServer {
       } catch {
         throw .stagingUnavailable(path: store.folder, reason: error.reason)
       }
-      return settings.scope == .stagingRoot ? store.recover(expiresAfter: settings.expiresAfter) : []
+      return settings.scope == .stagingRoot
+        ? store.recover(expiresAfter: settings.expiresAfter) : []
     }
   }
 

@@ -7,7 +7,9 @@ import Glibc
 extension BrowserDropServer {
   /// Where upload `id` of `path` stands (`HEAD`): durable offset and length. A request still
   /// holding it is released first and its bytes kept.
-  func standing(of id: UploadID, path: UploadPath) async -> Result<(offset: Int, length: Int), Refusal> {
+  func standing(
+    of id: UploadID, path: UploadPath
+  ) async -> Result<(offset: Int, length: Int), Refusal> {
     expirePaused()
     while true {
       switch resumeTable.standing(id, path: path) {

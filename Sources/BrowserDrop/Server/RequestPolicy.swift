@@ -132,7 +132,8 @@ struct RequestPolicy: Sendable {
     }
     if let maximumFileSize, total > maximumFileSize {
       return .refuse(
-        Refusal(.tooLarge, "The file is \(total) bytes; the largest accepted is \(maximumFileSize).")
+        Refusal(
+          .tooLarge, "The file is \(total) bytes; the largest accepted is \(maximumFileSize).")
       )
     }
     return .admitUpload(

@@ -50,7 +50,9 @@ extension UploadReceiver {
   }
 
   /// The body after what came with the head: `received` bytes of the file are in `fd`.
-  private func streamRest(into fd: Int32, from received: Int) async throws -> ContentInspector.Finding? {
+  private func streamRest(
+    into fd: Int32, from received: Int
+  ) async throws -> ContentInspector.Finding? {
     let size = ticket.upload.size
     let inspector = services.contentInspector
     var received = received

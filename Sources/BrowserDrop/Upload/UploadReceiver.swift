@@ -78,7 +78,7 @@ struct UploadReceiver {
       if let refusal = found.refusal { throw .refusedContent(refusal) }
       if Task.isCancelled { throw .cancelled }
       return try await store(partial, found: found, installed: &installed)
-    } catch where error.isResumable {
+    } catch  where error.isResumable {
       let store = resumable.store
       let id = resumable.id
       let keeping = await BlockingPool.shared.run { () -> Result<Int, SystemError> in

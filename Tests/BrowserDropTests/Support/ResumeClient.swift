@@ -63,7 +63,8 @@ extension RawClient {
   /// either side is dropped, as when a network goes away under a connection.
   func reset() {
     var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
-    setsockopt(socket.fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+    setsockopt(
+      socket.fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
     socket.close()
   }
 }
