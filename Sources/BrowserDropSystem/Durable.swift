@@ -12,39 +12,64 @@ package enum Durable {
   }
 
   /// Appends `bytes` to the file at `path` (created with `mode` when missing) and flushes it, so
-  /// a record is on the device when this returns. A crash can leave a last line cut short; its
+  /// a record is on the device when this returns; when this call created the file, its folder is
+  /// flushed too, so the name survives as well. A crash can leave a last line cut short; its
   /// readers skip such a line.
   package static func append(
     _ bytes: some Collection<UInt8>, to path: String, mode: UInt32 = 0o600
   ) throws(SystemError) {
-    let file = try FileDescriptor.open(path, O_WRONLY | O_CREAT | O_APPEND, mode: mode)
+    let file: FileDescriptor
+    var created = false
+    do throws(SystemError) {
+      file = try FileDescriptor.open(path, O_WRONLY | O_APPEND)
+    } catch  where error.code == ENOENT {
+      file = try FileDescriptor.open(path, O_WRONLY | O_APPEND | O_CREAT, mode: mode)
+      created = true
+    }
     try write(bytes, to: file)
     try file.sync()
     try file.close()
+    if created { try syncFolder(split(path).folder) }
   }
 
   /// Replaces the file at `path` with `bytes` atomically and durably: written to a new hidden
-  /// file beside it, flushed, renamed over `path`, then the folder flushed. A reader sees the old
-  /// content or the new, never a part; on failure the hidden file is removed and `path` is as it
-  /// was.
+  /// file beside it (with the permissions of the file it replaces, or `mode` for a new one),
+  /// flushed, renamed over `path`, then the folder flushed. A reader sees the old content or the
+  /// new, never a part.
+  ///
+  /// - Throws: before the rename, with `path` as it was and the hidden file removed; after it
+  ///   (only when flushing the folder fails, a failing disk), with the new content in place but
+  ///   the rename perhaps not yet on the device.
   package static func replace(
     _ path: String, with bytes: some Collection<UInt8>, mode: UInt32 = 0o600
   ) throws(SystemError) {
-    let (folder, name) = split(path)
-    // Unique per writer, so two processes replacing one file never write into each other's copy.
-    let temporary = folder + "/." + name + ".tmp-\(getpid())-\(UInt32.random(in: .min ... .max))"
+    let (folderPath, name) = split(path)
+    let folder = try FileDescriptor.open(folderPath, O_RDONLY | O_DIRECTORY)
+    var existing = stat()
+    let keptMode =
+      fstatat(folder.rawValue, name, &existing, 0) == 0 ? existing.st_mode & 0o7777 : mode
+    // Unique per writer, so two processes replacing one file never write into each other's copy;
+    // the name's start only, so the temporary name stays within NAME_MAX.
+    let temporary =
+      "." + String(decoding: name.utf8.prefix(200), as: UTF8.self)
+      + ".tmp-\(getpid())-\(UInt32.random(in: .min ... .max))"
+    let file = try FileDescriptor.open(
+      temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: keptMode,
+      relativeTo: folder.rawValue)
     do throws(SystemError) {
-      let file = try FileDescriptor.open(
-        temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: mode)
+      // The umask may have narrowed the mode given to open.
+      try Syscall.blocking("fchmod") { fchmod(file.rawValue, keptMode) }
       try write(bytes, to: file)
       try file.sync()
       try file.close()
-      try Syscall.blocking("rename") { rename(temporary, path) }
+      try Syscall.blocking("renameat") {
+        renameat(folder.rawValue, temporary, folder.rawValue, name)
+      }
     } catch {
-      unlink(temporary)
+      unlinkat(folder.rawValue, temporary, 0)
       throw error
     }
-    try syncFolder(folder)
+    try folder.sync()
   }
 
   private static func write(

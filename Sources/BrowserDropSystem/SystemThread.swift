@@ -11,7 +11,11 @@ import Glibc
 /// process changes how it handles signals. pthreads rather than Foundation's `Thread`, which would
 /// load libFoundation.
 package enum SystemThread {
-  /// Starts a detached thread named `name` (the kernel keeps 15 bytes) that runs `body`.
+  /// The most bytes of a thread's name the kernel keeps; `pthread_setname_np` refuses a longer
+  /// one outright (`ERANGE`) rather than cutting it, so names are cut here.
+  package static let nameLimit = 15
+
+  /// Starts a detached thread named `name` (its first ``nameLimit`` bytes) that runs `body`.
   /// Throws when the system can't make a thread (`EAGAIN` at the task or memory limit).
   package static func start(
     name: String, _ body: @escaping @Sendable () -> Void
@@ -24,7 +28,9 @@ package enum SystemThread {
         self.body = body
       }
     }
-    let context = Unmanaged.passRetained(Start(name: name, body: body)).toOpaque()
+    var kept = Substring(name)
+    while kept.utf8.count > nameLimit { kept = kept.dropLast() }
+    let context = Unmanaged.passRetained(Start(name: String(kept), body: body)).toOpaque()
     var attributes = pthread_attr_t()
     pthread_attr_init(&attributes)
     defer { pthread_attr_destroy(&attributes) }

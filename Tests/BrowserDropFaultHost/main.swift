@@ -3,7 +3,7 @@
 // the host program saw, one line per step. The test (EnvironmentFailureTests) reads the lines; a
 // crash shows as a signal exit status instead.
 //
-//   BrowserDropFaultHost descriptors STAGING   start() with 0, 1, 2… descriptors left
+//   BrowserDropFaultHost descriptors STAGING   one server's start() with 0, 1, 2… descriptors left
 //   BrowserDropFaultHost event-loop STAGING    epoll_wait fails while listening, then resume()
 import BrowserDrop
 import BrowserDropSystem
@@ -15,6 +15,41 @@ import Glibc
 func say(_ line: String) {
   let bytes = Array((line + "\n").utf8)
   _ = bytes.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
+}
+
+/// `GET /config.json` from 127.0.0.1:`port` on a thread of its own (blocking calls), and the
+/// status line of the answer, to prove the server answers through its current event loop.
+func statusLine(port: Int) async -> String {
+  let client = BlockingPool.serial(name: "bd-fault-client")
+  defer { Task { await client.shutdown() } }
+  return await client.run { () -> String in
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return "socket failed" }
+    defer { close(fd) }
+    var timeout = timeval(tv_sec: 10, tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let connected = withUnsafePointer(to: &address) {
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+        connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+      }
+    }
+    guard connected == 0 else { return "connect failed: errno \(errno)" }
+    let request = Array("GET /config.json HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n\r\n".utf8)
+    _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    var reply: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 4096)
+    while !reply.contains(UInt8(ascii: "\n")) {
+      let count = recv(fd, &chunk, chunk.count, 0)
+      if count <= 0 { break }
+      reply += chunk[..<count]
+    }
+    let line = reply.split(separator: UInt8(ascii: "\r")).first ?? []
+    return String(decoding: line, as: UTF8.self)
+  }
 }
 
 let arguments = CommandLine.arguments
@@ -29,14 +64,21 @@ configuration.stagingRoot = URL(filePath: arguments[2])
 
 switch arguments[1] {
 case "descriptors":
+  // A small table, so taking every number is quick whatever the machine's default limit.
+  var limit = rlimit(rlim_cur: 256, rlim_max: 256)
+  guard setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else {
+    say("setrlimit failed: errno \(errno)")
+    exit(1)
+  }
   // libdispatch, under Swift's concurrency runtime, makes its own epoll set when its first worker
   // thread and timer start, and traps when it can't: a host has always run that far before it
   // could run out of descriptors, so this one does too.
   await withTaskGroup(of: Void.self) { group in
     for _ in 0..<4 { group.addTask { try? await Task.sleep(for: .milliseconds(5)) } }
   }
-  // Every descriptor number taken but `spare`, for spare = 0, 1, 2…: each call of start() that
-  // opens what it needs fails at a later step than the one before, until one succeeds.
+  // Every descriptor number taken but `spare`, for spare = 0, 1, 2…: each start() of the same
+  // server opens what it needs and fails at a later step than the one before, until one
+  // succeeds; what a failed start made must not stand in the way of the next.
   func holdAll() -> [Int32] {
     var held: [Int32] = []
     while true {
@@ -45,24 +87,26 @@ case "descriptors":
       held.append(fd)
     }
   }
+  let server = BrowserDropServer(configuration: configuration)
   for spare in 0...64 {
     var held = holdAll()
     for _ in 0..<min(spare, held.count) { close(held.removeLast()) }
-    let server = BrowserDropServer(configuration: configuration)
     var started = false
     do {
       try await server.start()
       started = true
-      say("\(spare): started")
     } catch let error as BrowserDropError {
       say("\(spare): BrowserDropError: \(error)")
     } catch {
       say("\(spare): other error: \(error)")
     }
-    await server.cancel()
     for fd in held { close(fd) }
-    if started { break }
+    if started {
+      say("\(spare): started, answers \(await statusLine(port: await server.port ?? 0))")
+      break
+    }
   }
+  await server.cancel()
 case "event-loop":
   let server = BrowserDropServer(configuration: configuration)
   do {
@@ -71,7 +115,7 @@ case "event-loop":
     say("start failed: \(error)")
     exit(1)
   }
-  say("listening")
+  say("listening, answers \(await statusLine(port: await server.port ?? 0))")
   var events = server.events.makeAsyncIterator()
   server.failEventLoopForTesting(EBADF)
   while let event = await events.next() {
@@ -82,7 +126,7 @@ case "event-loop":
   }
   do {
     try await server.resume()
-    say("resumed on port \(await server.port ?? -1)")
+    say("resumed, answers \(await statusLine(port: await server.port ?? 0))")
   } catch {
     say("resume failed: \(error)")
   }

@@ -102,9 +102,11 @@ final class Reactor: TaskExecutor, Sendable {
   /// Makes the loop's next `epoll_wait` fail with `code`, as a kernel failure would: a test
   /// seam for the path that ends the loop.
   package func injectWaitFailure(_ code: Int32) {
-    let wakeFD = state.withLock { state in
+    let wakeFD = state.withLock { state -> Int32? in
+      // Only a running loop takes it: a stale one would end the next loop at its first wake-up.
+      guard let loop = state.loop else { return nil }
       state.injectedWaitFailure = code
-      return state.loop?.wakeFD
+      return loop.wakeFD
     }
     if let wakeFD { _ = cbd_eventfd_signal(wakeFD) }
   }
@@ -218,16 +220,14 @@ final class Reactor: TaskExecutor, Sendable {
         count = try Syscall.blocking("epoll_wait") {
           cbd_epoll_wait(epollFD, events, tokens, Int32(capacity), timeout)
         }
-        if let code = state.withLock({ $0.injectedWaitFailure.take() }) {
-          throw SystemError(call: "epoll_wait", code: code)
-        }
       } catch {
         events.deallocate()
         tokens.deallocate()
         end(loop, because: error)
         return
       }
-      state.withLock { state in
+      let injected: Int32? = state.withLock { state in
+        if let code = state.injectedWaitFailure.take() { return code }
         state.sleeping = false
         state.sleepingWithoutTimeout = false
         for index in 0..<Int(max(count, 0)) {
@@ -244,6 +244,13 @@ final class Reactor: TaskExecutor, Sendable {
             if let waiter = take(fd, from: &state) { expired.append(waiter.continuation) }
           }
         }
+        return nil
+      }
+      if let injected {
+        events.deallocate()
+        tokens.deallocate()
+        end(loop, because: SystemError(call: "epoll_wait", code: injected))
+        return
       }
       // A task that prefers this executor is queued here by its resumption, without a wake-up.
       for continuation in ready { continuation.resume() }

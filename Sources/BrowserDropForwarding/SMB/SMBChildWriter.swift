@@ -51,11 +51,21 @@ final class SMBChildWriter: @unchecked Sendable {
         writer.childExited()
       }
     } catch {
-      // Nothing could learn when it ends: stop it now; `deinit` reaps it.
+      // Nothing could learn when it ends: stop it now and reap it here (a killed child exits at
+      // once; this runs on the SMB lane, where waiting is allowed), so no zombie keeps its PID.
       writer.kill()
+      writer.reapKilled()
       throw error
     }
     return writer
+  }
+
+  private func reapKilled() {
+    lock.lock()
+    defer { lock.unlock() }
+    var status: Int32 = 0
+    _ = try? Syscall.blocking("waitpid") { waitpid(pid, &status, 0) }
+    reaped = true
   }
 
   private func childExited() {

@@ -7,11 +7,11 @@ enum DedicatedThread {
   /// The thread that owns every libsmbclient call in the process (the library is not
   /// thread-safe, even with one context per thread). Its thread blocks `SIGPIPE`, so a server
   /// that hangs up makes libsmbclient's write fail with `EPIPE` instead of ending the process.
-  static let smb = BlockingPool.serial(name: "browserdrop-smb")
+  static let smb = BlockingPool.serial(name: "bd-smb")
 
   /// Local file copying and `fsync`.
-  static let localIO = BlockingPool.serial(name: "browserdrop-local-io")
+  static let localIO = BlockingPool.serial(name: "bd-local-io")
 
   /// Reading source files ahead while the SMB thread writes the previous chunk.
-  static let readAhead = BlockingPool.serial(name: "browserdrop-read-ahead")
+  static let readAhead = BlockingPool.serial(name: "bd-read-ahead")
 }
