@@ -187,6 +187,8 @@ extension ResumeTable.Entry {
 final class UploadHold: Sendable {
   /// Ends when another request takes the upload over.
   let released: AsyncStream<Void>
+  /// Set on release: how far the holding request still reads (what the kernel had buffered).
+  let limit = TransferLimit()
   private let signal: AsyncStream<Void>.Continuation
 
   init() { (released, signal) = AsyncStream.makeStream() }

@@ -1,4 +1,5 @@
 import BrowserDropSystem
+import Glibc
 
 /// Step 2 of receiving an upload: the body from the socket into the partial file.
 extension UploadReceiver {
@@ -9,8 +10,9 @@ extension UploadReceiver {
   /// run (a body no longer than the prefix, or no sniffing).
   ///
   /// A resumable upload continues at `start` (its first bytes already in `fd`, where the
-  /// sniffer reads them: it always judges the file's own start), and stops as if cancelled
-  /// when `hold` is released.
+  /// sniffer reads them: it always judges the file's own start), and stops when `hold` is
+  /// released: after the bytes the kernel had already received for it (they are here, so they
+  /// are kept rather than sent again), at once when there are none (a half-open connection).
   func streamBody(
     into fd: Int32, leftover: UnsafeRawBufferPointer, from start: Int = 0,
     until hold: UploadHold? = nil
@@ -29,18 +31,41 @@ extension UploadReceiver {
       enum Leg: Sendable {
         case body(ContentInspector.Finding?)
         case released
+        case draining
       }
       let from = received
+      let socket = self.socket
+      let counter = ticket.counter
       return try await withThrowingTaskGroup(of: Leg.self) { group in
-        group.addTask { .body(try await self.streamRest(into: fd, from: from)) }
+        group.addTask {
+          .body(try await self.streamRest(into: fd, from: from, limit: hold.limit))
+        }
         group.addTask {
           for await _ in hold.released {}
-          return .released
+          if Task.isCancelled { return .released }
+          // The count before the queue's length: the limit never lies past what has arrived,
+          // so the transfer reaches it without waiting for more.
+          let taken = counter.bytes
+          var queued: Int32 = 0
+          guard ioctl(socket.fd, UInt(FIONREAD), &queued) == 0, queued > 0 else {
+            return .released
+          }
+          hold.limit.set(taken + Int(queued))
+          return .draining
         }
-        let first = try await group.next()
-        group.cancelAll()
-        guard case .body(let found) = first else { throw CancellationError() }
-        return found
+        while let leg = try await group.next() {
+          switch leg {
+          case .body(let found):
+            group.cancelAll()
+            return found
+          case .released:
+            group.cancelAll()
+            throw CancellationError()
+          case .draining:
+            continue
+          }
+        }
+        throw CancellationError()
       }
     } catch let failure as BodyFailure {
       throw failure
@@ -51,7 +76,7 @@ extension UploadReceiver {
 
   /// The body after what came with the head: `received` bytes of the file are in `fd`.
   private func streamRest(
-    into fd: Int32, from received: Int
+    into fd: Int32, from received: Int, limit: TransferLimit? = nil
   ) async throws -> ContentInspector.Finding? {
     let size = ticket.upload.size
     let inspector = services.contentInspector
@@ -59,6 +84,7 @@ extension UploadReceiver {
     var transfer = BodyTransfer(
       socket: socket, file: fd, idleTimeout: idleTimeout, counter: ticket.counter)
     transfer.writesBehind = services.configuration.durability
+    transfer.limit = limit
     let sniffedPrefix = inspector.sniffs ? min(size, ContentSniffer.prefixLength) : 0
     if received < sniffedPrefix {
       transfer.fileOffset = received
