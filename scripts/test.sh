@@ -59,8 +59,18 @@ phase "fuzz" scripts/fuzz.sh 60
 # The documented install: a release build into a scratch DESTDIR, the binary alone serves its page
 # and loads only Debian's libraries.
 phase "install" timeout 900 scripts/check-install.sh
-phase "browser tests" env BROWSERDROP_TEST_HOST="$bin/BrowserDropTestHost" SE_OFFLINE=true SE_AVOID_STATS=true \
-  timeout 600 .venv/bin/python -m pytest -q -p no:cacheprovider Tests/Browser
+# The page in Chromium, Firefox and WebKit, plus axe-core and the Nu HTML checker; -rs lists every
+# skip with its reason (what an engine can't do here). The phase's time is printed for the record.
+browser_tests() {
+  local started rc
+  started=$(date +%s)
+  env BROWSERDROP_TEST_HOST="$bin/BrowserDropTestHost" SE_OFFLINE=true SE_AVOID_STATS=true \
+    timeout 900 .venv/bin/python -m pytest -q -rs -p no:cacheprovider Tests/Browser
+  rc=$?
+  echo "browser tests: $(($(date +%s) - started)) s"
+  return $rc
+}
+phase "browser tests" browser_tests
 
 # A few seconds of the project's benchmark: it proves Benchmarks/bench.py runs and verifies what it
 # stored; it asserts nothing about speed (that is Benchmarks/run.sh's job, on a quiet machine).

@@ -1,28 +1,31 @@
 """Fixtures for the upload page's browser tests.
 
 A real BrowserDropServer runs in BrowserDropTestHost (Tests/BrowserDropTestHost) on 127.0.0.1 with a
-free port; the page is driven in headless Chromium through Selenium and chromedriver.
+free port; the page is driven in Chromium, Firefox and WebKit (engines.py). `page` is Chromium alone
+(for the tests that need its DevTools protocol); `engine_page` is each engine in turn.
 
 Environment:
   BROWSERDROP_TEST_HOST  the host binary (default: .build/debug/BrowserDropTestHost)
   BROWSERDROP_BINARY     the browserdrop command (default: next to the host)
   CHROMIUM, CHROMEDRIVER browser and driver (default: /usr/bin/chromium, /usr/bin/chromedriver)
+  MINIBROWSER, WEBKITWEBDRIVER, FIREFOX   the other engines (defaults: Debian's paths)
+  BROWSERDROP_ENGINES    the engines of engine_page, comma-separated (default: all three)
 """
 
 import hashlib
 import json
 import os
 import pathlib
+import signal
 import subprocess
 import threading
 import time
 
 import pytest
-from selenium import webdriver
-from selenium.common.exceptions import TimeoutException
-from selenium.webdriver.chrome.service import Service
-from selenium.webdriver.common.by import By
-from selenium.webdriver.support.ui import WebDriverWait
+
+from engines import (
+    ENGINES, ERROR_CATCHER, EngineCannot, done_with, engine_for_test, stop_kept_engines, stop_xvfb,
+)
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts"
@@ -32,14 +35,12 @@ COMMAND_BINARY = os.environ.get(
     "BROWSERDROP_BINARY", str(pathlib.Path(HOST_BINARY).parent / "browserdrop")
 )
 PAGE_DIR = ROOT / "Page"
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-CHROMEDRIVER = os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")
 
 # Keep Selenium Manager from looking for browsers or sending statistics.
 os.environ.setdefault("SE_OFFLINE", "true")
 os.environ.setdefault("SE_AVOID_STATS", "true")
 
-# Every text of the page in English, as in the seed's "Customizing the page" table.
+# Every text of the page in English: the seed's "Customizing the page" table, then ours.
 ENGLISH = {
     "title": "Upload files",
     "subtitle": "Send files from this computer to your device.",
@@ -64,6 +65,11 @@ ENGLISH = {
     "retry": "Retry failed",
     "doneHint": "When you're done, confirm on your device to import the files.",
     "loadError": "Can't reach the device. Check that its upload screen is still open.",
+    # Ours, beyond the seed's table (issue 17).
+    "folderUnsupported": "This browser can't choose folders here; drag the folder onto the page instead.",
+    "keepScreenOn": "Large files take a while: keep this screen on until they are uploaded.",
+    "iosOriginals": "Photos chosen from the photo library arrive as JPEG. To send the originals (HEIC), "
+    "use Choose files and pick them in Files.",
 }
 
 
@@ -101,6 +107,30 @@ def assert_same_files(sent, folder):
         assert sha256(target) == sha256(source), f"{relative} differs from what was sent"
     on_disk = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
     assert on_disk == sorted(sent), f"unexpected files in the session folder: {on_disk}"
+
+
+def sparse(path, size):
+    """A file of `size` zero bytes that takes no disk space: quick to make, read back as zeros."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as handle:
+        handle.truncate(size)
+    return path
+
+
+class Paused:
+    """The test host stopped (SIGSTOP to its PID, a process this test started) and continued: its
+    sockets stay open and the kernel keeps queueing connections and bytes until its buffers are
+    full, so the page's request hangs instead of failing, as when a device drops off Wi-Fi."""
+
+    def __init__(self, host):
+        self.pid = host.process.pid
+
+    def __enter__(self):
+        os.kill(self.pid, signal.SIGSTOP)
+        return self
+
+    def __exit__(self, *exc):
+        os.kill(self.pid, signal.SIGCONT)
 
 
 class Host:
@@ -250,18 +280,19 @@ document.addEventListener('securitypolicyviolation', (e) => {
 
 # Installed on demand (Page.record): watches what the page does from outside its code.
 #   requests     upload requests sent, by path (decoded from the URL the page built)
+#   aborts       upload requests the page gave up on (abort()), by path
 #   bodies       the type of each upload body handed to XMLHttpRequest.send
 #   maxInFlight  the most upload requests between send() and their end at any moment
-#   texts        every text the state labels, reasons, notice, live region, summary and skipped line
-#                showed on screen, in order (consecutive repeats once)
+#   texts        every text the state labels, reasons, notice, live region, summary, skipped line,
+#                keep-screen-on hint and folder hint showed on screen, in order (repeats once)
 #   probeDelays  the delays the page asked for before each reachability check (its function is
 #                named `probe`); with a scale > 1 they run that many times sooner
 RECORDER = """
 (() => {
   const SCALE = %s;
   const bd = (window.__bd = {
-    requests: {}, bodies: [], inFlight: 0, maxInFlight: 0, probeDelays: [],
-    texts: { state: [], reason: [], notice: [], live: [], summary: [], skipped: [] },
+    requests: {}, aborts: {}, bodies: [], inFlight: 0, maxInFlight: 0, probeDelays: [],
+    texts: { state: [], reason: [], notice: [], live: [], summary: [], skipped: [], keepAwake: [], folderHint: [] },
   });
   const open = XMLHttpRequest.prototype.open;
   const send = XMLHttpRequest.prototype.send;
@@ -289,6 +320,11 @@ RECORDER = """
     }
     return send.call(this, body);
   };
+  const abort = XMLHttpRequest.prototype.abort;
+  XMLHttpRequest.prototype.abort = function () {
+    if (typeof this.__bdPath === 'string') bd.aborts[this.__bdPath] = (bd.aborts[this.__bdPath] || 0) + 1;
+    return abort.call(this);
+  };
   const realSetTimeout = window.setTimeout;
   window.setTimeout = function (callback, delay, ...rest) {
     if (typeof callback === 'function' && callback.name === 'probe') {
@@ -300,6 +336,7 @@ RECORDER = """
   const watched = [
     ['state', '.item-state'], ['reason', '.item-reason'], ['notice', '#notice-text'],
     ['live', '#live'], ['summary', '#summary'], ['skipped', '#skipped'],
+    ['keepAwake', '#keep-awake'], ['folderHint', '#folder-hint'],
   ];
   new MutationObserver((records) => {
     // Until the stylesheet has loaded nothing is painted (it blocks rendering), and the texts are
@@ -324,38 +361,53 @@ RECORDER = """
 
 
 class Page:
-    """The upload page in a headless Chromium."""
+    """The upload page in one browser engine (engines.py). `driver` is Selenium's for Chromium
+    and WebKit (the Chromium-only tests use its DevTools commands), the BiDi client for Firefox."""
 
-    def __init__(self, driver):
-        self.driver = driver
+    def __init__(self, engine):
+        self.engine = engine
+        self.name = engine.name
+        self.driver = getattr(engine, "driver", engine)
+
+    def cannot(self, reason):
+        """Skips the rest of a test this engine can't run here, saying why."""
+        pytest.skip(f"{self.name}: {reason}")
 
     # -- instrumentation
     def record(self, probe_scale=1):
-        """Installs RECORDER in every document loaded from now on (before the page's own script)."""
-        self.driver.execute_cdp_cmd(
-            "Page.addScriptToEvaluateOnNewDocument", {"source": RECORDER % probe_scale}
-        )
+        """Installs RECORDER in every document loaded from now on: before the page's own script
+        in Chromium and Firefox; in WebKit, whose driver has no such command, right after each
+        load (it then sees everything the page does from that moment)."""
+        self.engine.add_init_script(RECORDER % probe_scale)
 
     def recorded(self):
         return self.js("return window.__bd")
 
     # -- navigation and waiting
     def open(self, url):
-        self.driver.get(url)
+        self.engine.get(url)
         self.wait(lambda d: d.execute_script("return document.documentElement.dataset.ready === '1'"),
                   15, "the page to load config.json")
 
     def wait(self, condition, timeout, what):
-        try:
-            return WebDriverWait(self.driver, timeout, poll_frequency=0.1).until(condition)
-        except TimeoutException:
-            raise AssertionError(
-                f"timed out after {timeout} s waiting for {what}; summary: {self.summary()!r}; "
-                f"rows: {self.rows()}; notice: {self.notice()!r}"
-            ) from None
+        """Polls condition(engine) every 0.1 s until it is true, for at most timeout seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            result = condition(self.engine)
+            if result:
+                return result
+            if time.monotonic() >= deadline:
+                raise AssertionError(
+                    f"timed out after {timeout} s waiting for {what} ({self.name}); summary: "
+                    f"{self.summary()!r}; rows: {self.rows()}; notice: {self.notice()!r}"
+                )
+            time.sleep(0.1)
 
     def js(self, script, *args):
-        return self.driver.execute_script(script, *args)
+        return self.engine.execute_script(script, *args)
+
+    def title(self):
+        return self.engine.title
 
     def wait_settled(self, total, timeout=60):
         """Waits until `total` rows exist and none is waiting or uploading."""
@@ -372,13 +424,27 @@ class Page:
 
     # -- input
     def choose_files(self, paths):
-        self.driver.find_element(By.ID, "file-input").send_keys("\n".join(str(p) for p in paths))
+        self.engine.set_files("file-input", paths)
+
+    def choose_files_into(self, element_id, paths):
+        self.engine.set_files(element_id, paths)
 
     def choose_folder(self, path):
-        self.driver.find_element(By.ID, "folder-input").send_keys(str(path))
+        """Hands a folder to the folder input, as its chooser would; where the engine's driver
+        can't, the test is skipped with the reason."""
+        try:
+            self.engine.set_folder("folder-input", path)
+        except EngineCannot as reason:
+            self.cannot(str(reason))
+
+    def click(self, element_id):
+        self.engine.click(element_id)
 
     def drop(self, paths):
         """A trusted drag and drop of disk files and folders onto the drop zone (CDP)."""
+        if self.name != "chromium":
+            self.cannot("no driver here sends a trusted drag of disk files and folders (only "
+                        "Chromium's DevTools protocol does); drop_files drops files made in the page")
         x, y = self.js(
             "const zone = document.getElementById('drop');"
             "zone.scrollIntoView({block: 'center'});"
@@ -390,6 +456,26 @@ class Page:
             self.driver.execute_cdp_cmd(
                 "Input.dispatchDragEvent", {"type": kind, "x": x, "y": y, "data": data}
             )
+
+    def drop_files(self, paths):
+        """A drop of disk files for any engine: a helper input of the test's own is given the
+        files, and a DataTransfer holding them is dropped on the drop zone (dragenter, dragover,
+        drop). Not trusted, and its items have no entries: it carries files, not folders."""
+        self.js(
+            "const input = document.createElement('input');"
+            "input.type = 'file'; input.multiple = true; input.id = 'bd-drop-helper';"
+            "input.hidden = true; document.body.append(input);"
+        )
+        self.engine.set_files("bd-drop-helper", paths)
+        self.js(
+            "const input = document.getElementById('bd-drop-helper');"
+            "const data = new DataTransfer();"
+            "for (const file of input.files) data.items.add(file);"
+            "const zone = document.getElementById('drop');"
+            "for (const type of ['dragenter', 'dragover', 'drop'])"
+            "  zone.dispatchEvent(new DragEvent(type, {bubbles: true, cancelable: true, dataTransfer: data}));"
+            "input.remove();"
+        )
 
     # -- reading
     def summary(self):
@@ -423,67 +509,83 @@ class Page:
         return self.js("return document.getElementById(arguments[0]).textContent.trim()", element_id)
 
     def visible(self, element_id):
-        return self.driver.find_element(By.ID, element_id).is_displayed()
+        """Displayed: laid out with a size, not display:none or visibility:hidden."""
+        return self.js(
+            "const e = document.getElementById(arguments[0]);"
+            "if (!e) return false;"
+            "const r = e.getBoundingClientRect();"
+            "return r.width > 0 && r.height > 0 && getComputedStyle(e).visibility === 'visible';",
+            element_id,
+        )
 
     def console_errors(self):
-        """SEVERE browser log entries not caused by a network answer (4xx/5xx are expected)."""
-        return [
-            entry
-            for entry in self.driver.get_log("browser")
-            if entry.get("level") == "SEVERE" and entry.get("source") != "network"
-        ]
+        """Errors the page's code caused (not network answers: 4xx/5xx are expected)."""
+        return self.engine.console_errors()
 
     # -- artefacts
     def screenshot(self, name, width, height=900, dark=False, full=True):
-        ARTIFACTS.mkdir(exist_ok=True)
-        self.driver.execute_cdp_cmd(
-            "Emulation.setDeviceMetricsOverride",
-            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 500},
-        )
-        self.driver.execute_cdp_cmd(
-            "Emulation.setEmulatedMedia",
-            {"features": [{"name": "prefers-color-scheme", "value": "dark" if dark else "light"}]},
-        )
+        """Saves artifacts/<name> in Chromium, artifacts/<engine>/<name> in the others."""
+        folder = ARTIFACTS if self.name == "chromium" else ARTIFACTS / self.name
+        folder.mkdir(parents=True, exist_ok=True)
+        self.engine.set_viewport(width, height)
+        if self.name == "chromium":
+            self.driver.execute_cdp_cmd(
+                "Emulation.setEmulatedMedia",
+                {"features": [{"name": "prefers-color-scheme", "value": "dark" if dark else "light"}]},
+            )
+        elif dark:
+            raise EngineCannot("only Chromium's DevTools protocol switches the colour scheme here")
         self.js("window.scrollTo(0, 0)")
         time.sleep(0.4)  # let the 200 ms bar transitions end before the picture
-        path = ARTIFACTS / name
-        if full:
-            import base64
-
-            shot = self.driver.execute_cdp_cmd(
-                "Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True}
-            )
-            path.write_bytes(base64.b64decode(shot["data"]))
-        else:
-            self.driver.save_screenshot(str(path))
+        path = folder / name
+        self.engine.screenshot(path, full=full)
         return path
 
 
-def new_driver():
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
-                     "--window-size=1000,900", "--lang=en-US"):
-        options.add_argument(argument)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
-    driver.set_page_load_timeout(20)
-    driver.set_script_timeout(20)
-    return driver
-
-
-@pytest.fixture
-def page():
-    """A fresh headless Chromium per test; fails the test on JavaScript console errors and on
-    Content-Security-Policy violations."""
-    driver = new_driver()
-    driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": CSP_WATCH})
-    view = Page(driver)
+def _engine_page(name, tmp_path):
+    engine = engine_for_test(name, tmp_path / f"{name}.log")
+    engine.add_init_script(CSP_WATCH)
+    if name == "webkit":
+        engine.add_init_script(ERROR_CATCHER)
+    view = Page(engine)
     try:
         yield view
         errors = view.console_errors()
-        assert not errors, f"JavaScript console errors: {errors}"
+        assert not errors, f"JavaScript console errors ({name}): {errors}"
         violations = view.js("return window.__cspViolations || []")
-        assert not violations, f"Content-Security-Policy violations: {violations}"
+        assert not violations, f"Content-Security-Policy violations ({name}): {violations}"
     finally:
-        driver.quit()
+        done_with(engine)
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "cannot(engine=reason, ...): engines that can't run this test here, each with the reason "
+        "(skipped before the browser starts)",
+    )
+
+
+@pytest.fixture(params=ENGINES)
+def engine_page(request, tmp_path):
+    """The page in each engine of ENGINES (chromium, firefox, webkit) in turn, a fresh browser per
+    test; fails the test on errors the page's code caused and on CSP violations. A test marked
+    @pytest.mark.cannot(webkit="why") is skipped in that engine, with the reason."""
+    marker = request.node.get_closest_marker("cannot")
+    if marker and request.param in marker.kwargs:
+        pytest.skip(f"{request.param}: {marker.kwargs[request.param]}")
+    yield from _engine_page(request.param, tmp_path)
+
+
+@pytest.fixture
+def page(tmp_path):
+    """A fresh headless Chromium per test, for the tests that use its DevTools protocol; fails the
+    test on JavaScript console errors and on Content-Security-Policy violations."""
+    yield from _engine_page("chromium", tmp_path)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_browsers_and_xvfb_at_the_end():
+    yield
+    stop_kept_engines()
+    stop_xvfb()

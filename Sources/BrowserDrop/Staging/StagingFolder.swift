@@ -33,18 +33,25 @@ struct StagingFolder: Sendable {
     } catch {
       throw .unavailable(path: root.path, reason: error.operationFailureText)
     }
+    // What this call made goes when a later step fails, and only that (a folder it found there
+    // is not its own), so a later start() of the same server (the process had run out of
+    // descriptors, say) finds its session's names free again.
+    var made: [URL] = []
+    func undo() {
+      for folder in made.reversed() { rmdir(folder.path) }
+    }
     do {
-      try FileManager.default.createDirectory(at: session, withIntermediateDirectories: false)
-      try FileManager.default.createDirectory(at: incoming, withIntermediateDirectories: false)
+      for folder in [session, incoming] {
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: false)
+        made.append(folder)
+      }
     } catch {
-      // What this call made goes, so a later start() of the same server (the process had run
-      // out of descriptors, say) finds its session's names free again.
-      removeAll()
+      undo()
       throw .unavailable(path: root.path, reason: error.operationFailureText)
     }
     guard access(session.path, W_OK) == 0 else {
       let reason = String(cString: strerror(errno))
-      removeAll()
+      undo()
       throw .unavailable(path: root.path, reason: reason)
     }
   }

@@ -48,7 +48,10 @@ struct BodyFailure: Error {
       BodyFailure(
         reason: .writeFailed(error.reason),
         refusal: Refusal(.writeFailed, "The file couldn't be written: \(error.reason)."))
-    case is Reactor.WaitError: BodyFailure(reason: .timedOut)
+    case Reactor.WaitError.timedOut: BodyFailure(reason: .timedOut)
+    // The event loop failed under the connection: like a suspend, not a quiet sender, so the
+    // page sends the file again once the host resumes.
+    case Reactor.WaitError.loopEnded: .cancelled
     case is CancellationError: .cancelled
     default: .connectionLost
     }
