@@ -28,6 +28,10 @@ let package = Package(
     .target(name: "CSMBClientLoader"),
     .systemLibrary(
       name: "CQREncode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
+    // OpenSSL's SHA-256 (EVP) for delivery checks. Linked into every product like the others;
+    // unlike libsmbclient it needs nothing but libc, and mapping it costs the idle server
+    // well under 1 MiB of resident memory (docs/forwarding.md, "SHA-256").
+    .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
 
     // Turns Page/ into Swift string literals so the binary serves the page when copied alone.
     .executableTarget(name: "PageEmbedderTool", swiftSettings: upcoming),
@@ -45,7 +49,7 @@ let package = Package(
       plugins: ["PageEmbedderPlugin"]),
     .target(
       name: "BrowserDropForwarding",
-      dependencies: ["BrowserDropSystem", "CSMBClientLoader", "CBrowserDropLinux"],
+      dependencies: ["BrowserDropSystem", "CSMBClientLoader", "CBrowserDropLinux", "CCrypto"],
       swiftSettings: upcoming),
     .executableTarget(
       name: "browserdrop",

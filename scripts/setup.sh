@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs what BrowserDrop needs from Debian's packages, only what is missing.
-#   scripts/setup.sh          what the build needs (libmagic, libqrencode, libsmbclient's header)
+#   scripts/setup.sh          what the build needs (libmagic, libqrencode, libssl, libsmbclient's
+#                             header)
 #   scripts/setup.sh --test   those, plus what the tests run: samba, chromium, WebKitGTK's driver,
 #                             firefox-esr, Xvfb, Java (the Nu HTML checker), a Python venv
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(libmagic-dev libsmbclient-dev libqrencode-dev pkg-config)
+packages=(libmagic-dev libsmbclient-dev libqrencode-dev libssl-dev pkg-config)
 if [[ "${1:-}" == "--test" ]]; then
   packages+=(samba smbclient chromium chromium-driver fonts-dejavu-core python3-venv curl iproute2 tmux)
   # The page in the other engines (Tests/Browser/engines.py): WebKitGTK's MiniBrowser (in

@@ -14,6 +14,9 @@ public struct Forwarder: Sendable {
   /// A forwarder. It holds no state; one is as good as another.
   public init() {}
 
+  /// Tests only: where a delivery ends as if the process had been killed there.
+  var crashPoint: Checkpoint?
+
   /// Delivers `folder` into `destination` and returns what happened.
   ///
   /// Cancelling the calling task stops at the next chunk; files already in place stay, and the
@@ -36,7 +39,7 @@ public struct Forwarder: Sendable {
     let fileSystem = try await backend.open()
     var run = DeliveryRun(
       fileSystem: fileSystem, policy: policy, verify: verify, reportProgress: progress,
-      manifest: manifest,
+      crashPoint: crashPoint, manifest: manifest,
       progress: ForwardProgress(
         completedFiles: 0, totalFiles: tree.fileCount, completedBytes: 0,
         totalBytes: tree.byteCount))

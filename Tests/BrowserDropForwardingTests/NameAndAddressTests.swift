@@ -24,12 +24,15 @@ struct NameAndAddressTests {
     #expect(NameRules.windowsSafe(name) == expected)
   }
 
-  @Test func temporaryNamesAreHiddenStableAndDistinct() {
-    let first = NameRules.temporaryName(for: "a/report.pdf")
-    #expect(first.hasPrefix(".browserdrop-") && first.hasSuffix(".part"))
-    #expect(first == NameRules.temporaryName(for: "a/report.pdf"))
-    #expect(first != NameRules.temporaryName(for: "b/report.pdf"))
-    #expect(NameRules.windowsSafe(first) == first)
+  @Test func temporaryNamesAreHiddenAndUniquePerAttempt() {
+    let attempts = (0..<1000).map { _ in NameRules.attemptID() }
+    #expect(Set(attempts).count == attempts.count)
+    #expect(attempts.allSatisfy { $0.count == 16 && UInt64($0, radix: 16) != nil })
+    let name = NameRules.temporaryName(attempt: attempts[0])
+    #expect(name == ".browserdrop-\(attempts[0]).part")
+    #expect(NameRules.windowsSafe(name) == name)
+    // The name versions before attempts used, which a resume of their manifests recognises.
+    #expect(NameRules.legacyTemporaryName(for: "a.bin") == ".browserdrop-07474cb513e07aa3.part")
   }
 
   @Test func parsesAddresses() throws {

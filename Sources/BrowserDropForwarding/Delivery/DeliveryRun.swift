@@ -8,6 +8,8 @@ struct DeliveryRun {
   let policy: CollisionPolicy
   let verify: Verification
   let reportProgress: @Sendable (ForwardProgress) async -> Void
+  /// Tests only: where to end as a crash would (``SimulatedCrash``).
+  let crashPoint: Checkpoint?
   var manifest: Manifest
   var progress: ForwardProgress
   var delivered: [ForwardReport.Delivered] = []
@@ -74,14 +76,46 @@ struct DeliveryRun {
     }
   }
 
+  /// How many times a file that arrived different from its source (size, id or SHA-256) is
+  /// sent again within one delivery before it fails with `verificationFailed`.
+  static let attemptsPerFile = 3
+
   private mutating func deliver(_ file: SourceFile, into folder: RelativePath) async throws {
     if try await finishedEarlier(file) { return }
-    let temporary = folder + [NameRules.temporaryName(for: file.relativeText)]
     let before = progress
+    for attempt in 1...Self.attemptsPerFile {
+      do {
+        let target = try await deliverOnce(file, into: folder, from: before)
+        delivered.append(.init(source: file.relativeText, destination: joined(target)))
+        break
+      } catch let failure as ForwardFailure
+        where failure.kind == .verificationFailed && attempt < Self.attemptsPerFile
+      {
+        continue  // What this attempt made is gone again; try afresh.
+      }
+    }
+    progress = before
+    progress.completedFiles += 1
+    progress.completedBytes += file.size
+    progress.currentFile = nil
+    await reportProgress(progress)
+  }
+
+  /// One attempt: a temporary name of its own, recorded before it is created; the upload; the
+  /// install under a name that was free; the check. A failure removes only what this attempt
+  /// created.
+  private mutating func deliverOnce(
+    _ file: SourceFile, into folder: RelativePath, from before: ForwardProgress
+  ) async throws -> RelativePath {
+    let attempt = NameRules.attemptID()
+    let temporary = folder + [NameRules.temporaryName(attempt: attempt)]
+    try await manifest.append(
+      .uploading, source: file, attempt: attempt, temporary: temporary)
     let report = reportProgress
+    progress = before
     progress.currentFile = file.relativeText
     await report(progress)
-    try await fileSystem.upload(file, to: temporary) { [before] sent in
+    let fileID = try await fileSystem.upload(file, to: temporary) { [before] sent in
       var now = before
       now.completedBytes += sent
       now.currentFile = file.relativeText
@@ -90,24 +124,30 @@ struct DeliveryRun {
     bytesSent += file.size
     let target: RelativePath
     do {
-      target = try await install(file, temporary: temporary, in: folder)
-      try await check(file, at: target)
-    } catch {
+      target = try await install(
+        file, attempt: attempt, temporary: temporary, fileID: fileID, in: folder)
+    } catch let error where !(error is SimulatedCrash) {
       await fileSystem.removeQuietly(temporary)
       throw error
     }
-    try await manifest.append(.delivered, source: file, target: target)
-    delivered.append(.init(source: file.relativeText, destination: joined(target)))
-    progress = before
-    progress.completedFiles += 1
-    progress.completedBytes += file.size
-    progress.currentFile = nil
-    await report(progress)
+    do {
+      try await check(file, at: target, fileID: fileID)
+    } catch {
+      // Only a file that still carries this attempt's id is removed: it is the one it made.
+      await removeIfOwn(target, fileID: fileID, size: file.size)
+      throw error
+    }
+    try await manifest.append(
+      .delivered, source: file, target: target, attempt: attempt, fileID: fileID)
+    return target
   }
 
-  /// Moves the finished temporary file to its final name according to the policy.
+  /// Moves the finished temporary file to its final name according to the policy. Every name
+  /// is tried with a move that never replaces (or, where the backend has none, after claiming
+  /// the name exclusively), so two writers racing for a name each end up with one of their own.
   private mutating func install(
-    _ file: SourceFile, temporary: RelativePath, in folder: RelativePath
+    _ file: SourceFile, attempt: String, temporary: RelativePath, fileID: UInt64,
+    in folder: RelativePath
   )
     async throws -> RelativePath
   {
@@ -133,8 +173,34 @@ struct DeliveryRun {
         case nil: break
         }
       }
-      try await manifest.append(.installing, source: file, target: candidate)
-      if try await fileSystem.install(temporary, at: candidate, replacing: replacing) {
+      try await manifest.append(
+        .installing, source: file, target: candidate, attempt: attempt, temporary: temporary,
+        fileID: fileID)
+      if crashPoint == .installingRecorded { throw SimulatedCrash() }
+      var claim: UInt64?
+      if fileSystem.needsClaim && !replacing {
+        guard try await fileSystem.claim(candidate) else {
+          if policy == .fail {
+            throw ForwardFailure(kind: .nameTaken, place: fileSystem.place, item: joined(candidate))
+          }
+          continue
+        }
+        // Recorded at once, before its id is known: until the next record no rename is tried,
+        // so an empty file at this name is this attempt's claim.
+        try await manifest.append(
+          .claimed, source: file, target: candidate, attempt: attempt, temporary: temporary,
+          fileID: fileID)
+        guard let found = try await fileSystem.fileID(at: candidate), found.size == 0 else {
+          continue  // Removed or written by someone else meanwhile: not a name of ours.
+        }
+        claim = found.id
+        try await manifest.append(
+          .claimed, source: file, target: candidate, attempt: attempt, temporary: temporary,
+          fileID: fileID, claimID: found.id)
+      }
+      if try await fileSystem.install(
+        temporary, at: candidate, replacing: replacing, claim: claim)
+      {
         recordRename(file.relative, candidate, firstTry: name, number: number, conflict: conflict)
         return candidate
       }
@@ -145,64 +211,102 @@ struct DeliveryRun {
     fatalError("unreachable: 1... is endless")
   }
 
-  /// Checks the delivered file's size (and digest when asked) against the source.
-  private func check(_ file: SourceFile, at target: RelativePath) async throws {
-    guard case .file(let size) = try await fileSystem.entry(at: target), size == file.size else {
+  /// Checks that `target` is still the file this attempt uploaded (its id), of the source's
+  /// size, and with `.sha256` that its bytes, read back, hash like the source's.
+  private func check(_ file: SourceFile, at target: RelativePath, fileID: UInt64?) async throws {
+    let found = try await fileSystem.fileID(at: target)
+    guard let found, found.size == file.size, fileID == nil || found.id == fileID else {
       throw ForwardFailure(kind: .verificationFailed, place: fileSystem.place, item: joined(target))
     }
     guard verify == .sha256 else { return }
-    let expected = try await LocalFileSystem.sha256(ofFile: file.absolutePath) { error in
+    // The source on the read-ahead thread while the destination is read back on its own
+    // thread: on two cores the two digests take the time of one.
+    async let expected = LocalFileSystem.sha256(ofFile: file.absolutePath) { error in
       ForwardFailure(
         kind: .sourceUnreadable, place: .source, item: file.relativeText, errno: error.code)
     }
-    guard try await fileSystem.sha256(at: target) == expected else {
+    let actual = try await fileSystem.sha256(at: target)
+    guard try await expected == actual else {
       throw ForwardFailure(kind: .verificationFailed, place: fileSystem.place, item: joined(target))
     }
   }
 
-  /// Whether an interrupted earlier run already delivered `file`; cleans up what it left behind.
+  /// Removes `path` only when the file there carries `fileID` (and `size`): proof that this
+  /// delivery made it.
+  private func removeIfOwn(_ path: RelativePath, fileID: UInt64, size: Int64?) async {
+    guard let found = try? await fileSystem.fileID(at: path), found.id == fileID,
+      size == nil || found.size == size
+    else { return }
+    await fileSystem.removeQuietly(path)
+  }
+
+  /// Whether an interrupted earlier run already delivered `file`; cleans up what that run left
+  /// behind, as far as it can prove it made it: its temporary file (a name no one else uses),
+  /// its claim (the recorded id, still empty), never a file it can't tell from another's.
   private mutating func finishedEarlier(_ file: SourceFile) async throws -> Bool {
-    guard let record = manifest.latest[file.relativeText], record.size == file.size else {
+    guard let attempt = manifest.attempts[file.relativeText] else { return false }
+    if attempt.id == nil {
+      // Written by a version before attempts: only its completed deliveries are trusted.
+      return try await finishedBeforeAttempts(file, attempt)
+    }
+    var accepted: RelativePath?
+    if attempt.size == file.size, let target = attempt.target, let fileID = attempt.fileID {
+      let found = try await fileSystem.fileID(at: target)
+      if found == FileID(id: fileID, size: file.size) {
+        accepted = target  // The install happened (the rename carries the id).
+      } else if !attempt.delivered, attempt.claimed, let found, found.size == 0,
+        attempt.claimID.map({ $0 == found.id }) ?? true
+      {
+        // Its claim: the recorded id, or (a claim recorded before its id was read) the create's
+        // success, after which no rename was tried. The rename never happened.
+        await fileSystem.removeQuietly(target)
+      }
+    }
+    if let temporary = attempt.temporary, !attempt.delivered {
+      // Gone after a completed rename; a second name of the delivered file after a local
+      // link(2) without unlink(2); otherwise the interrupted upload. Its name is the attempt's.
+      await fileSystem.removeQuietly(temporary)
+    }
+    guard let target = accepted, let fileID = attempt.fileID else { return false }
+    do {
+      try await check(file, at: target, fileID: fileID)
+    } catch let failure as ForwardFailure where failure.kind == .verificationFailed {
+      await removeIfOwn(target, fileID: fileID, size: nil)
       return false
     }
-    let found = try await fileSystem.entry(at: record.target)
-    switch record.state {
-    case .delivered:
-      guard found == .file(size: file.size) else { return false }
-    case .installing:
-      // The run stopped between claiming the final name and moving the file there.
-      let temporary =
-        Array(record.target.dropLast()) + [
-          NameRules.temporaryName(for: file.relativeText)
-        ]
-      var temporaryLeft = try await fileSystem.entry(at: temporary) != nil
-      if temporaryLeft, try await fileSystem.sameFile(temporary, record.target) {
-        // Stopped between link(2) and unlink(2) of a local install: the file is in place under
-        // both names. Drop the temporary one; never write through it (it is the same inode).
-        await fileSystem.removeQuietly(temporary)
-        temporaryLeft = false
-        if found != .file(size: file.size) {
-          // Ours, but changed since: remove it and send the file again.
-          await fileSystem.removeQuietly(record.target)
-          return false
-        }
-      } else if temporaryLeft, file.size == 0, found == .file(size: 0) {
-        // An empty file whose empty claim (SMB) is already what it should be.
-        await fileSystem.removeQuietly(temporary)
-        temporaryLeft = false
-      } else if found == .file(size: 0) && file.size > 0 {
-        // Our empty claim: free the name again.
-        await fileSystem.removeQuietly(record.target)
-        return false
-      }
-      // A file of the right size with the temporary file still there is someone else's (the
-      // stop came before the claim): send ours again.
-      guard found == .file(size: file.size), !temporaryLeft else { return false }
-      try await manifest.append(.delivered, source: file, target: record.target)
+    if !attempt.delivered {
+      try await manifest.append(
+        .delivered, source: file, target: target, attempt: attempt.id, fileID: fileID)
     }
-    try await check(file, at: record.target)
     resumed += 1
-    delivered.append(.init(source: file.relativeText, destination: joined(record.target)))
+    delivered.append(.init(source: file.relativeText, destination: joined(target)))
+    progress.completedFiles += 1
+    progress.completedBytes += file.size
+    await reportProgress(progress)
+    return true
+  }
+
+  /// The resume for records of a version without attempts: a `delivered` file of the right
+  /// size is accepted; so is a local file whose install was cut short between link(2) and
+  /// unlink(2) (its temporary name, fixed per source path then, is the same file). Anything
+  /// else is sent again, under a new name if the old one is taken, and nothing is removed.
+  private mutating func finishedBeforeAttempts(
+    _ file: SourceFile, _ attempt: Manifest.Attempt
+  ) async throws -> Bool {
+    guard attempt.size == file.size, let target = attempt.target,
+      let found = try await fileSystem.fileID(at: target), found.size == file.size
+    else { return false }
+    if !attempt.delivered {
+      let temporary =
+        Array(target.dropLast()) + [NameRules.legacyTemporaryName(for: file.relativeText)]
+      guard try await fileSystem.fileID(at: temporary) == found else { return false }
+      await fileSystem.removeQuietly(temporary)
+      try await manifest.append(
+        .delivered, source: file, target: target, attempt: nil, fileID: found.id)
+    }
+    try await check(file, at: target, fileID: found.id)
+    resumed += 1
+    delivered.append(.init(source: file.relativeText, destination: joined(target)))
     progress.completedFiles += 1
     progress.completedBytes += file.size
     await reportProgress(progress)

@@ -1,6 +1,12 @@
 /// A path under the destination's root, one name per folder level.
 typealias RelativePath = [String]
 
+/// A file's server-side id and size: how a delivery recognises a file it made.
+struct FileID: Sendable, Equatable {
+  var id: UInt64
+  var size: Int64
+}
+
 /// What occupies a name at the destination.
 enum EntryKind: Sendable, Equatable {
   case file(size: Int64)
@@ -20,21 +26,28 @@ protocol DestinationFileSystem: Sendable {
   func entry(at path: RelativePath) async throws -> EntryKind?
   /// Creates a folder; false when something already has that name.
   func makeDirectory(at path: RelativePath) async throws -> Bool
-  /// Writes `source` to `temporary`, reporting bytes written so far. A leftover file at
-  /// `temporary` is replaced, never written through: it may be another name of a delivered file.
+  /// The server-side id (`st_ino`, kept by a rename) and size of the file at `path`; nil when
+  /// nothing or a folder is there.
+  func fileID(at path: RelativePath) async throws -> FileID?
+  /// Creates `temporary` exclusively (its name is unique to this attempt), writes `source` to
+  /// it, reporting bytes written so far, and returns its id. Removes it again on failure.
   func upload(
     _ source: SourceFile, to temporary: RelativePath,
     progress: @Sendable (Int64) async -> Void
-  ) async throws
-  /// Moves `temporary` to `final`. Unless `replacing`, fails with false (leaving `temporary` in
-  /// place) when the final name is taken; the check and the move are race-free.
+  ) async throws -> UInt64
+  /// Whether a final name must be claimed (``claim(_:)``) before ``install(_:at:replacing:claim:)``
+  /// because the backend has no rename that refuses to replace (SMB).
+  var needsClaim: Bool { get }
+  /// Creates an empty file at `final` exclusively; false when the name is taken (by a file or a
+  /// folder). Its id is read afterwards (``fileID(at:)``), once the claim is recorded.
+  func claim(_ final: RelativePath) async throws -> Bool
+  /// Moves `temporary` to `final`. Unless `replacing`, never replaces anything but this
+  /// attempt's own `claim`: false (leaving `temporary` in place, and nothing at `final` that
+  /// this attempt made) when the name is taken.
   func install(
-    _ temporary: RelativePath, at final: RelativePath, replacing: Bool
+    _ temporary: RelativePath, at final: RelativePath, replacing: Bool, claim: UInt64?
   ) async throws
     -> Bool
-  /// Whether both paths are names of one file (a local install cut short between link(2) and
-  /// unlink(2)); false when either is missing, and always on SMB, where a rename is one step.
-  func sameFile(_ first: RelativePath, _ second: RelativePath) async throws -> Bool
   /// Removes a file, ignoring failures: used to clean up after an error.
   func removeQuietly(_ path: RelativePath) async
   /// The SHA-256 digest of a file, read back from the destination.

@@ -1,19 +1,32 @@
 import BrowserDropSystem
 import FoundationEssentials
-import Glibc
 
 /// The record, inside the folder being forwarded, of what has arrived where, so a delivery that
-/// was interrupted can be finished without sending a file twice.
+/// was interrupted can be finished without sending a file twice, and without ever taking or
+/// removing a file at the destination that it can't prove is its own.
 ///
-/// One JSON object per line, appended and `fsync`ed: `installing` before a file's final name is
-/// claimed, `delivered` once it is in place and checked. Lines for other destinations are kept
-/// but ignored. The file has a hidden name and is never forwarded; it goes with the folder.
+/// One JSON object per line, appended and `fsync`ed. Each try at a file is an *attempt* with a
+/// random id, and every step is recorded before it is taken:
+///
+/// * `uploading`: the attempt's temporary name (`.browserdrop-<id>.part`), before it is
+///   created. No other writer ever uses that name, so whatever is found there is this
+///   attempt's.
+/// * `installing`: the uploaded file's server-side id (`st_ino`, which a rename keeps) and the
+///   final name about to be tried.
+/// * `claimed` (SMB): the empty file created exclusively at that name, recorded as soon as the
+///   create succeeds and again with its id, before the temporary file is renamed over it.
+/// * `delivered`: in place and checked.
+///
+/// Lines for other destinations are kept but ignored. The file has a hidden name and is never
+/// forwarded; it goes with the folder.
 struct Manifest: Sendable {
   static let fileName = ".browserdrop-forwarded"
 
   struct Record: Codable, Sendable {
     enum State: String, Codable, Sendable {
+      case uploading
       case installing
+      case claimed
       case delivered
     }
 
@@ -22,12 +35,35 @@ struct Manifest: Sendable {
     var target: [String]
     var state: State
     var size: Int64
+    /// The attempt's random id (absent in records of versions before attempts).
+    var attempt: String?
+    /// The attempt's temporary file.
+    var temporary: [String]?
+    /// The uploaded file's server-side id (`installing`, `delivered`).
+    var fileID: UInt64?
+    /// The id of the empty claim at `target` (`claimed`).
+    var claimID: UInt64?
+  }
+
+  /// What the records say about one source file's latest attempt.
+  struct Attempt: Sendable {
+    var size: Int64
+    var id: String?
+    var temporary: RelativePath?
+    var fileID: UInt64?
+    /// The last final name tried (or the one delivered to).
+    var target: RelativePath?
+    /// Whether a claim at `target` was recorded: made by this attempt's exclusive create.
+    var claimed = false
+    /// The claim's id; nil for a claim recorded before its id was read (no rename followed).
+    var claimID: UInt64?
+    var delivered = false
   }
 
   let path: String
   let destination: String
-  /// The latest record of each source file for this destination.
-  private(set) var latest: [String: Record] = [:]
+  /// The latest attempt of each source file for this destination.
+  private(set) var attempts: [String: Attempt] = [:]
 
   /// Reads the manifest in `folder`, if any.
   static func load(folder: String, destination: String) async throws -> Manifest {
@@ -36,42 +72,63 @@ struct Manifest: Sendable {
       guard let data = FileManager.default.contents(atPath: manifest.path) else { return manifest }
       let decoder = JSONDecoder()
       for line in data.split(separator: UInt8(ascii: "\n")) {
-        // A line cut short by a crash is skipped: its file is then simply sent again.
+        // A line cut short by a crash is skipped: the step it announced was not taken.
         guard let record = try? decoder.decode(Record.self, from: Data(line)),
           record.destination == destination
         else { continue }
-        manifest.latest[record.source] = record
+        manifest.apply(record)
       }
       return manifest
     }
   }
 
+  private mutating func apply(_ record: Record) {
+    var attempt = attempts[record.source]
+    if record.state == .uploading || attempt == nil || attempt?.id != record.attempt {
+      attempt = Attempt(size: record.size, id: record.attempt)
+    }
+    guard var attempt else { return }
+    attempt.size = record.size
+    if let temporary = record.temporary { attempt.temporary = temporary }
+    if let fileID = record.fileID { attempt.fileID = fileID }
+    switch record.state {
+    case .uploading: break
+    case .installing:
+      attempt.target = record.target
+      attempt.claimed = false
+      attempt.claimID = nil
+    case .claimed:
+      attempt.target = record.target
+      attempt.claimed = true
+      attempt.claimID = record.claimID
+    case .delivered:
+      attempt.target = record.target
+      attempt.delivered = true
+    }
+    attempts[record.source] = attempt
+  }
+
   /// Appends a record and makes it durable.
   mutating func append(
-    _ state: Record.State, source: SourceFile, target: RelativePath
+    _ state: Record.State, source: SourceFile, target: RelativePath = [], attempt: String?,
+    temporary: RelativePath? = nil, fileID: UInt64? = nil, claimID: UInt64? = nil
   )
     async throws
   {
     let record = Record(
       destination: destination, source: source.relativeText, target: target, state: state,
-      size: source.size)
-    latest[record.source] = record
+      size: source.size, attempt: attempt, temporary: temporary, fileID: fileID,
+      claimID: claimID)
+    apply(record)
     let path = self.path
-    try await DedicatedThread.localIO.run {
-      let encoder = JSONEncoder()
-      encoder.outputFormatting = .sortedKeys
-      var line = try encoder.encode(record)
-      line.append(UInt8(ascii: "\n"))
-      let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
-      guard fd >= 0 else {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = .sortedKeys
+    var line = try encoder.encode(record)
+    line.append(UInt8(ascii: "\n"))
+    try await DedicatedThread.localIO.run { [line] () throws(ForwardFailure) in
+      do throws(SystemError) { try Durable.append(line, to: path) } catch {
         throw ForwardFailure(
-          kind: .sourceUnreadable, place: .source, item: Manifest.fileName, errno: errno)
-      }
-      defer { close(fd) }
-      let written = line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-      guard written == line.count, fsync(fd) == 0 else {
-        throw ForwardFailure(
-          kind: .sourceUnreadable, place: .source, item: Manifest.fileName, errno: errno)
+          kind: .sourceUnreadable, place: .source, item: Manifest.fileName, errno: error.code)
       }
     }
   }

@@ -44,9 +44,24 @@ enum NameRules {
     return "\(name) \(number)"
   }
 
-  /// A hidden, Windows-safe temporary name for a source file, the same on every run so a
-  /// resumed delivery overwrites what an interrupted one left behind.
-  static func temporaryName(for source: String) -> String {
+  /// A random id for one attempt at delivering a file: 16 hex digits (64 bits from the
+  /// system's generator), so no two attempts, of this process or another, share one.
+  static func attemptID() -> String {
+    var generator = SystemRandomNumberGenerator()
+    let hex = String(generator.next(), radix: 16)
+    return String(repeating: "0", count: 16 - hex.count) + hex
+  }
+
+  /// The hidden, Windows-safe temporary name of an attempt: `.browserdrop-<id>.part`. Unique
+  /// per attempt, so two writers never write into the same temporary file, and a resume knows
+  /// that whatever has its recorded name is its own.
+  static func temporaryName(attempt: String) -> String {
+    ".browserdrop-" + attempt + ".part"
+  }
+
+  /// The temporary name versions before attempts used, fixed per source path (FNV-1a), which a
+  /// resume of their manifests needs to recognise.
+  static func legacyTemporaryName(for source: String) -> String {
     var hash: UInt64 = 0xcbf2_9ce4_8422_2325
     for byte in source.utf8 {
       hash ^= UInt64(byte)

@@ -60,18 +60,26 @@ struct LocalFileSystem: DestinationFileSystem {
     }
   }
 
+  func fileID(at relative: RelativePath) async throws -> FileID? {
+    try await DedicatedThread.localIO.run { [self] in
+      var info = stat()
+      guard lstat(path(relative), &info) == 0 else {
+        if errno == ENOENT { return nil }
+        throw failure(.last("lstat"), .inspect, relative)
+      }
+      guard info.st_mode & S_IFMT == S_IFREG else { return nil }
+      return FileID(id: UInt64(info.st_ino), size: Int64(info.st_size))
+    }
+  }
+
   func upload(
     _ source: SourceFile, to temporary: RelativePath, progress: @Sendable (Int64) async -> Void
-  ) async throws {
+  ) async throws -> UInt64 {
     let input = try await Self.openSource(source)
     defer { Glibc.close(input) }
+    // The name is this attempt's alone, so it is created exclusively: never opened, truncated
+    // or written through if something is there.
     let output = try await DedicatedThread.localIO.run { [self] in
-      // A leftover temporary name may be a second name of a delivered file (a kill between
-      // link(2) and unlink(2)), so it is never opened and truncated: its name is removed and
-      // a new file created in its place.
-      guard unlink(path(temporary)) == 0 || errno == ENOENT else {
-        throw failure(.last("unlink"), .modify, source.relative)
-      }
       let fd = Glibc.open(
         path(temporary), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
       guard fd >= 0 else { throw failure(.last("open"), .modify, source.relative) }
@@ -94,8 +102,15 @@ struct LocalFileSystem: DestinationFileSystem {
         await progress(offset)
       }
       // The bytes must be durable before the name appears and before the source is removed.
-      try await DedicatedThread.localIO.run { [self] in
-        guard fsync(output) == 0 else { throw failure(.last("fsync"), .transfer, source.relative) }
+      return try await DedicatedThread.localIO.run { [self] in
+        do throws(SystemError) { try Syscall.blocking("fsync") { fsync(output) } } catch {
+          throw failure(error, .transfer, source.relative)
+        }
+        var info = stat()
+        guard fstat(output, &info) == 0 else {
+          throw failure(.last("fstat"), .transfer, source.relative)
+        }
+        return UInt64(info.st_ino)
       }
     } catch {
       await removeQuietly(temporary)
@@ -114,19 +129,17 @@ struct LocalFileSystem: DestinationFileSystem {
     var inputOffset = off_t(offset)
     guard lseek(output, off_t(offset), SEEK_SET) >= 0 else { throw .last("lseek") }
     while total < limit {
-      let count = sendfile(output, input, &inputOffset, limit - total)
-      if count > 0 {
-        total += count
-        continue
-      }
-      if count == 0 { break }
-      switch errno {
-      case EINTR: continue
-      case EXDEV, EINVAL, ENOSYS, EOPNOTSUPP, EBADF:
+      let count: Int
+      do throws(SystemError) {
+        count = try Syscall.blocking("sendfile") {
+          sendfile(output, input, &inputOffset, limit - total)
+        }
+      } catch  where [EXDEV, EINVAL, ENOSYS, EOPNOTSUPP, EBADF].contains(error.code) {
         return try total
           + readWrite(from: input, to: output, at: Int64(inputOffset), upTo: limit - total)
-      default: throw .last("sendfile")
       }
+      if count == 0 { break }
+      total += count
     }
     return total
   }
@@ -149,8 +162,23 @@ struct LocalFileSystem: DestinationFileSystem {
     return buffer.count
   }
 
+  /// False: `renameat2(RENAME_NOREPLACE)` (or `link`) never replaces, no claim is needed.
+  var needsClaim: Bool { false }
+
+  func claim(_ final: RelativePath) async throws -> Bool {
+    try await DedicatedThread.localIO.run { [self] in
+      let fd = Glibc.open(path(final), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+      guard fd >= 0 else {
+        if errno == EEXIST || errno == EISDIR { return false }
+        throw failure(.last("open"), .modify, final)
+      }
+      Glibc.close(fd)
+      return true
+    }
+  }
+
   func install(
-    _ temporary: RelativePath, at final: RelativePath, replacing: Bool
+    _ temporary: RelativePath, at final: RelativePath, replacing: Bool, claim: UInt64?
   ) async throws
     -> Bool
   {
@@ -166,8 +194,8 @@ struct LocalFileSystem: DestinationFileSystem {
         case EEXIST: return false
         case EINVAL, ENOSYS:
           // A file system or kernel without RENAME_NOREPLACE: link(2) never overwrites either,
-          // but a kill before unlink(2) leaves the file under both names; a resume sees that
-          // (`sameFile`) and drops the temporary name.
+          // but a kill before unlink(2) leaves the file under both names; a resume sees both
+          // carry the uploaded file's id and drops the temporary name.
           guard link(path(temporary), path(final)) == 0 else {
             if errno == EEXIST { return false }
             throw failure(.last("link"), .modify, final)
@@ -182,31 +210,21 @@ struct LocalFileSystem: DestinationFileSystem {
     }
   }
 
-  func sameFile(_ first: RelativePath, _ second: RelativePath) async throws -> Bool {
-    try await DedicatedThread.localIO.run { [self] in
-      var one = stat()
-      var two = stat()
-      guard lstat(path(first), &one) == 0, lstat(path(second), &two) == 0 else {
-        if errno == ENOENT { return false }
-        throw failure(.last("lstat"), .inspect, second)
-      }
-      return one.st_dev == two.st_dev && one.st_ino == two.st_ino
+  private func syncDirectory(of relative: RelativePath) throws(ForwardFailure) {
+    do throws(SystemError) { try Durable.syncFolder(path(Array(relative.dropLast()))) } catch {
+      throw failure(error, .modify, relative)
     }
-  }
-
-  private func syncDirectory(of relative: RelativePath) throws {
-    let fd = Glibc.open(path(Array(relative.dropLast())), O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-    guard fd >= 0 else { throw failure(.last("open"), .modify, relative) }
-    defer { Glibc.close(fd) }
-    guard fsync(fd) == 0 else { throw failure(.last("fsync"), .modify, relative) }
   }
 
   func removeQuietly(_ relative: RelativePath) async {
     _ = await DedicatedThread.localIO.run { [self] in unlink(path(relative)) }
   }
 
+  /// Read on the local I/O thread, so it runs alongside the source's digest (read ahead).
   func sha256(at relative: RelativePath) async throws -> [UInt8] {
-    try await Self.sha256(ofFile: path(relative), failure: { failure($0, .inspect, relative) })
+    try await Self.sha256(
+      ofFile: path(relative), on: DedicatedThread.localIO,
+      failure: { failure($0, .inspect, relative) })
   }
 
   func close() async {}
@@ -239,18 +257,21 @@ struct LocalFileSystem: DestinationFileSystem {
     }
   }
 
-  /// The SHA-256 digest of a local file, read on the read-ahead thread.
+  /// The SHA-256 digest of a local file, read on `lane` (the read-ahead thread by default).
   static func sha256(
-    ofFile path: String, failure: @escaping @Sendable (SystemError) -> ForwardFailure
+    ofFile path: String, on lane: BlockingPool = DedicatedThread.readAhead,
+    failure: @escaping @Sendable (SystemError) -> ForwardFailure
   )
     async throws -> [UInt8]
   {
-    try await DedicatedThread.readAhead.run {
+    try await lane.run {
       let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
       guard fd >= 0 else { throw failure(.last("open")) }
       defer { Glibc.close(fd) }
       let buffer = ChunkBuffer(capacity: 1 << 20)
-      var digest = SHA256()
+      guard var digest = SHA256Digest() else {
+        throw failure(SystemError(call: "EVP_MD_CTX_new", code: ENOMEM))
+      }
       var offset: Int64 = 0
       while true {
         do throws(SystemError) { try buffer.fill(from: fd, at: offset) } catch {

@@ -83,6 +83,23 @@ struct SMBFileSystem: DestinationFileSystem {
     }
   }
 
+  func fileID(at path: RelativePath) async throws -> FileID? {
+    try await DedicatedThread.smb.run { [context, root] in
+      do throws(SystemError) {
+        let info = try context.stat(root + path)
+        guard info.st_mode & S_IFMT != S_IFDIR else { return nil }
+        // libsmbclient's st_ino is the server's file id (the IndexNumber of SMB2
+        // FileInternalInformation; on Samba the inode), and a rename keeps it: checked
+        // against smbd 4.17 over SMB2.10 and SMB3.11.
+        return FileID(id: UInt64(info.st_ino), size: Int64(info.st_size))
+      } catch  where error.code == ENOENT {
+        return nil
+      } catch {
+        throw failure(error, .inspect, path)
+      }
+    }
+  }
+
   func makeDirectory(at path: RelativePath) async throws -> Bool {
     try await DedicatedThread.smb.run { [context, root] in
       do throws(SystemError) {
@@ -103,12 +120,13 @@ struct SMBFileSystem: DestinationFileSystem {
 
   func upload(
     _ source: SourceFile, to temporary: RelativePath, progress: @Sendable (Int64) async -> Void
-  ) async throws {
+  ) async throws -> UInt64 {
     let input = try await LocalFileSystem.openSource(source)
     defer { Glibc.close(input) }
     let file = try await DedicatedThread.smb.run { [context, root] in
       do throws(SystemError) {
-        return try context.open(root + temporary, flags: O_WRONLY | O_CREAT | O_TRUNC)
+        // The name is this attempt's alone: created exclusively, never truncated.
+        return try context.open(root + temporary, flags: O_WRONLY | O_CREAT | O_EXCL)
       } catch {
         throw failure(error, .modify, source.relative)
       }
@@ -149,8 +167,12 @@ struct SMBFileSystem: DestinationFileSystem {
         await progress(source.size)
       }
       closed = true
-      try await DedicatedThread.smb.run { [context] in
-        do throws(SystemError) { try context.close(file) } catch {
+      return try await DedicatedThread.smb.run { [context, root] in
+        do throws(SystemError) {
+          try context.close(file)
+          // The handle's fstat has no id (0): ask by name, now that it is complete.
+          return UInt64(try context.stat(root + temporary).st_ino)
+        } catch {
           throw failure(error, .transfer, source.relative)
         }
       }
@@ -268,40 +290,54 @@ struct SMBFileSystem: DestinationFileSystem {
     ForwardFailure(kind: .verificationFailed, place: place, item: source.relativeText)
   }
 
-  func install(
-    _ temporary: RelativePath, at final: RelativePath, replacing: Bool
-  ) async throws
-    -> Bool
-  {
+  /// True: `smbc_rename` replaces. On SMB2/3 it sends a rename without `ReplaceIfExists` and,
+  /// when the server answers that the name exists, deletes the target and renames again (two
+  /// requests; smbd 4.17's log shows `unlinkat` then `renameat`). So a rename only ever goes
+  /// onto a name this attempt has claimed with an exclusive create.
+  var needsClaim: Bool { true }
+
+  func claim(_ final: RelativePath) async throws -> Bool {
     try await DedicatedThread.smb.run { [context, root] in
-      if !replacing {
-        // smbc_rename overwrites, so claim the final name first: O_EXCL is atomic on the server
-        // (and case-insensitive where the share is).
-        do throws(SystemError) {
-          let claim = try context.open(root + final, flags: O_WRONLY | O_CREAT | O_EXCL)
-          try context.close(claim)
-        } catch  where error.code == EEXIST || error.code == EISDIR {
-          return false
-        } catch {
-          throw failure(error, .modify, final)
-        }
-      }
+      let claim: SMBFile
       do throws(SystemError) {
-        try context.rename(root + temporary, to: root + final)
+        // O_EXCL is atomic on the server (and case-insensitive where the share is).
+        claim = try context.open(root + final, flags: O_WRONLY | O_CREAT | O_EXCL)
+      } catch  where error.code == EEXIST || error.code == EISDIR {
+        return false
       } catch {
-        // Free the claim, but only while it is still empty: if the rename happened and only
-        // its answer was lost, the file is in place and a resume accepts it.
-        if !replacing, let info = try? context.stat(root + final), info.st_size == 0 {
-          try? context.unlink(root + final)
-        }
         throw failure(error, .modify, final)
       }
+      // Created: the caller records that first, then reads its id. A failed close of an empty
+      // file loses nothing.
+      try? context.close(claim)
       return true
     }
   }
 
-  /// Never: the server renames in one step, so a file never has two of our names at once.
-  func sameFile(_ first: RelativePath, _ second: RelativePath) async throws -> Bool { false }
+  func install(
+    _ temporary: RelativePath, at final: RelativePath, replacing: Bool, claim: UInt64?
+  ) async throws
+    -> Bool
+  {
+    try await DedicatedThread.smb.run { [context, root] in
+      do throws(SystemError) {
+        try context.rename(root + temporary, to: root + final)
+        return true
+      } catch {
+        // libsmbclient deleted the claim and lost the name to another writer before its second
+        // rename (EEXIST), or the connection failed. Remove the claim only while it is still
+        // this attempt's (its id, empty): if the rename happened with only its answer lost, the
+        // file is in place and a resume recognises it by the uploaded file's id.
+        if let claim, let info = try? context.stat(root + final),
+          UInt64(info.st_ino) == claim, info.st_size == 0
+        {
+          try? context.unlink(root + final)
+        }
+        if error.code == EEXIST && !replacing { return false }
+        throw failure(error, .modify, final)
+      }
+    }
+  }
 
   /// Removes a temporary file a killed writer child had open. The server learns of the child's
   /// closed connection a moment after it is gone, and until then refuses the unlink with a
@@ -331,17 +367,28 @@ struct SMBFileSystem: DestinationFileSystem {
         throw failure(error, .inspect, path)
       }
     }
-    let buffer = ChunkBuffer(capacity: Self.chunkSize)
-    var digest = SHA256()
-    do {
-      while true {
-        let count = try await DedicatedThread.smb.run { [context] in
-          do throws(SystemError) { return try context.read(file, into: buffer.bytes) } catch {
-            throw failure(error, .inspect, path)
-          }
+    guard var digest = SHA256Digest() else {
+      _ = await DedicatedThread.smb.run { [context] in try? context.close(file) }
+      throw failure(SystemError(call: "EVP_MD_CTX_new", code: ENOMEM), .inspect, path)
+    }
+    // The next chunk is read on the SMB thread while this one is hashed.
+    let read = { @Sendable [context] (buffer: ChunkBuffer) async throws -> Int in
+      try await DedicatedThread.smb.run {
+        do throws(SystemError) { return try context.read(file, into: buffer.bytes) } catch {
+          throw failure(error, .inspect, path)
         }
-        if count == 0 { break }
-        digest.update(UnsafeRawBufferPointer(rebasing: buffer.bytes[..<count]))
+      }
+    }
+    var current = ChunkBuffer(capacity: Self.chunkSize)
+    var spare = ChunkBuffer(capacity: Self.chunkSize)
+    do {
+      var count = try await read(current)
+      while count > 0 {
+        let next = spare
+        async let nextCount = read(next)
+        digest.update(UnsafeRawBufferPointer(rebasing: current.bytes[..<count]))
+        count = try await nextCount
+        (current, spare) = (next, current)
       }
     } catch {
       _ = await DedicatedThread.smb.run { [context] in try? context.close(file) }

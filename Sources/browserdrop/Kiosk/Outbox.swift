@@ -1,4 +1,5 @@
 import BrowserDrop
+import BrowserDropSystem
 import FoundationEssentials
 import Glibc
 
@@ -79,7 +80,7 @@ struct Outbox: Sendable {
     let entry = Entry(
       number: number, folderName: folderName(number), source: sessionFolder.lastPathComponent)
     let data = try JSONEncoder().encode(entry)
-    try Durable.write(data, to: journal.appending(path: "\(number).json"))
+    try Self.replaceDurably(journal.appending(path: "\(number).json"), with: data)
     let folder = batchFolder(number)
     try move(sessionFolder, to: folder)
     return Batch(number: number, folderName: entry.folderName, folder: folder)
@@ -101,7 +102,7 @@ struct Outbox: Sendable {
     let names = try FileManager.default.contentsOfDirectory(atPath: journal.path)
     var entries: [Entry] = []
     for name in names where name.hasSuffix(".json") {
-      // A torn entry can only be one whose rename never happened; Durable.write renames last.
+      // A torn entry can only be one whose rename never happened; Durable.replace renames last.
       guard let data = FileManager.default.contents(atPath: journal.appending(path: name).path),
         let entry = try? JSONDecoder().decode(Entry.self, from: data)
       else { continue }
@@ -118,8 +119,28 @@ struct Outbox: Sendable {
       .flatMap { Int($0.trimmingWhitespaceAndNewlines()) } ?? 1
     let highest = try entries().map(\.number).max() ?? 0
     let number = max(stored, highest + 1)
-    try Durable.write(Data("\(number + 1)\n".utf8), to: counter)
+    try Self.replaceDurably(counter, with: Data("\(number + 1)\n".utf8))
     return number
+  }
+
+  /// `Durable.replace` (data flushed, renamed into place, folder flushed), its failure as the
+  /// `CocoaError` with the `errno` underneath that the command's messages read.
+  private static func replaceDurably(_ url: URL, with data: Data) throws {
+    do throws(SystemError) { try Durable.replace(url.path, with: data) } catch {
+      let code: CocoaError.Code =
+        switch error.code {
+        case EACCES, EPERM: .fileWriteNoPermission
+        case ENOSPC, EDQUOT: .fileWriteOutOfSpace
+        case EROFS: .fileWriteVolumeReadOnly
+        default: .fileWriteUnknown
+        }
+      throw CocoaError(
+        code,
+        userInfo: [
+          filePathKey: url.path,
+          underlyingErrorKey: POSIXError(.init(rawValue: error.code) ?? .EIO),
+        ])
+    }
   }
 
   private func move(_ source: URL, to target: URL) throws {
@@ -131,8 +152,8 @@ struct Outbox: Sendable {
           underlyingErrorKey: POSIXError(.init(rawValue: errno) ?? .EIO),
         ])
     }
-    Durable.syncDirectory(directory)
-    Durable.syncDirectory(source.deletingLastPathComponent())
+    try? Durable.syncFolder(directory.path)
+    try? Durable.syncFolder(source.deletingLastPathComponent().path)
   }
 
   private func removeEntry(_ number: Int) throws {
@@ -140,7 +161,7 @@ struct Outbox: Sendable {
     if unlink(path) != 0, errno != ENOENT {
       throw CocoaError(.fileWriteUnknown, userInfo: [filePathKey: path])
     }
-    Durable.syncDirectory(journal)
+    try? Durable.syncFolder(journal.path)
   }
 
   /// Whether a regular file not named `.*` is anywhere under `folder` (hidden folders too;
@@ -171,42 +192,3 @@ struct Outbox: Sendable {
 /// `NSUnderlyingErrorKey` (FoundationEssentials has no names for them).
 let filePathKey = "NSFilePath"
 let underlyingErrorKey = "NSUnderlyingError"
-
-/// Writes that survive a power cut: data flushed, then renamed into place, then the folder
-/// flushed.
-enum Durable {
-  static func write(_ data: Data, to url: URL) throws {
-    let temporary = url.deletingLastPathComponent().appending(
-      path: "." + url.lastPathComponent + ".tmp")
-    let descriptor = open(temporary.path, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0o600)
-    guard descriptor >= 0 else {
-      throw CocoaError(.fileWriteNoPermission, userInfo: [filePathKey: temporary.path])
-    }
-    let complete = data.withUnsafeBytes { buffer -> Bool in
-      var offset = 0
-      while offset < buffer.count {
-        let written = Glibc.write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
-        if written < 0 {
-          if errno == EINTR { continue }
-          return false
-        }
-        offset += written
-      }
-      return true
-    }
-    let synced = fsync(descriptor) == 0
-    close(descriptor)
-    guard complete, synced, rename(temporary.path, url.path) == 0 else {
-      unlink(temporary.path)
-      throw CocoaError(.fileWriteUnknown, userInfo: [filePathKey: url.path])
-    }
-    syncDirectory(url.deletingLastPathComponent())
-  }
-
-  static func syncDirectory(_ url: URL) {
-    let descriptor = open(url.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-    guard descriptor >= 0 else { return }
-    fsync(descriptor)
-    close(descriptor)
-  }
-}

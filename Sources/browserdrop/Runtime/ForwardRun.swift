@@ -11,16 +11,17 @@ enum ForwardRun {
     let totalBytes: Int64
   }
 
-  /// Forwards `folder` to `destination`; the folder is removed once everything arrived.
-  /// Throws `ForwardFailure` or `CancellationError`.
+  /// Forwards `folder` to `destination`; the folder is removed once everything arrived (and,
+  /// with `verify: .sha256`, read back and compared). Throws `ForwardFailure` or
+  /// `CancellationError`.
   static func run(
     folder: URL, to destination: any Destination, policy: CollisionPolicy,
-    reporter: any Reporter
+    verify: Verification = .size, reporter: any Reporter
   ) async throws -> Outcome {
     let throttle = Throttle()
     reporter.report(.forwardStarted(destination: destination.description))
     let report = try await Forwarder().forward(
-      folder: folder, to: destination, policy: policy
+      folder: folder, to: destination, policy: policy, verify: verify
     ) { progress in
       if throttle.shouldReport(progress) { reporter.report(.forwardProgress(progress)) }
     }

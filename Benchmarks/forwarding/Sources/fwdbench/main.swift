@@ -1,5 +1,6 @@
 // fwdbench FOLDER DESTINATION: forwards FOLDER to DESTINATION (a path or an smb:// address;
-// password from BROWSERDROP_SMB_PASSWORD) and prints "seconds=… peak_rss_kib=…".
+// password from BROWSERDROP_SMB_PASSWORD; BROWSERDROP_VERIFY=sha256 reads every file back) and
+// prints "seconds=… peak_rss_kib=…".
 import BrowserDropForwarding
 import Foundation
 
@@ -10,6 +11,8 @@ guard arguments.count == 3 else {
 }
 let folder = URL(fileURLWithPath: arguments[1])
 let target = arguments[2]
+let verify: Verification =
+  ProcessInfo.processInfo.environment["BROWSERDROP_VERIFY"] == "sha256" ? .sha256 : .size
 let started = ContinuousClock.now
 do {
   if target.hasPrefix("smb://") {
@@ -18,10 +21,10 @@ do {
       Credentials(username: $0, password: password ?? "")
     }
     let destination = try SMBDestination(target, credentials: credentials)
-    _ = try await Forwarder().forward(folder: folder, to: destination)
+    _ = try await Forwarder().forward(folder: folder, to: destination, verify: verify)
   } else {
     let destination = LocalDestination(directory: URL(fileURLWithPath: target))
-    _ = try await Forwarder().forward(folder: folder, to: destination)
+    _ = try await Forwarder().forward(folder: folder, to: destination, verify: verify)
   }
 } catch {
   FileHandle.standardError.write(Data("fwdbench: \(error)\n".utf8))

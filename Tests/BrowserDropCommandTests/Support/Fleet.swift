@@ -1,0 +1,241 @@
+import BrowserDropTestSupport
+import Foundation
+import Glibc
+import Testing
+
+/// Several kiosks (separate `browserdrop --kiosk` processes, each with its own staging root)
+/// forwarding into one folder with the same `--batch-folder`, round after round, each round
+/// giving every kiosk files with the same names and sizes but contents of its own. Some rounds
+/// `kill -9` a kiosk in the middle of forwarding and restart it; on SMB some stop the server
+/// under the deliveries and start it again. Used by `FleetTests` and, scaled up, by
+/// `Benchmarks/custody-soak.sh`.
+struct Fleet {
+  enum Place: String, CaseIterable, Sendable {
+    case local, smb
+  }
+
+  struct Plan: Sendable {
+    var place: Place
+    var kiosks: Int
+    var rounds: Int
+    /// Rounds in which one kiosk is killed with SIGKILL during its delivery, then restarted.
+    var kills: Int
+    /// Rounds in which smbd is stopped during the deliveries and started again (SMB only).
+    var outages: Int
+    /// Size of each round's `big.bin`.
+    var bigSize: Int
+    var seed: Int
+
+    /// The round numbers that kill, spread over the run (seeded).
+    func killRounds() -> Set<Int> { spread(kills, salt: 1, excluding: []) }
+
+    /// The round numbers that stop smbd, spread over the run and never a kill round.
+    func outageRounds() -> Set<Int> {
+      place == .smb ? spread(outages, salt: 2, excluding: killRounds()) : []
+    }
+
+    private func spread(_ count: Int, salt: Int, excluding: Set<Int>) -> Set<Int> {
+      var random = CrashTrialTests.Seeded(seed * 31 + salt)
+      var chosen = Set<Int>()
+      let wanted = min(count, rounds - excluding.count)
+      for _ in 0..<10_000 where chosen.count < wanted {
+        let round = Int.random(in: 0..<rounds, using: &random)
+        if !excluding.contains(round) { chosen.insert(round) }
+      }
+      return chosen
+    }
+  }
+
+  /// What the destination holds against what the kiosks answered 201 for.
+  struct Counts: Sendable, CustomStringConvertible {
+    var uploaded = 0
+    var delivered = 0
+    /// Uploads whose content is at the destination fewer times than it was uploaded.
+    var lost = 0
+    /// Copies beyond the number of uploads of that content.
+    var duplicated = 0
+    /// Files whose content was never uploaded (mixed or cut-short bytes).
+    var extra = 0
+    /// Hidden files (temporary files, claims) left at the destination.
+    var leftover = 0
+    var kills = 0
+    var outages = 0
+
+    var description: String {
+      "uploaded \(uploaded), delivered \(delivered): lost \(lost), duplicated \(duplicated), "
+        + "extra \(extra), leftover \(leftover) (kill -9: \(kills), smbd outages: \(outages))"
+    }
+
+    var clean: Bool { lost == 0 && duplicated == 0 && extra == 0 && leftover == 0 }
+  }
+
+  let plan: Plan
+  let folder: TemporaryFolder
+  private let smbPort: Int
+  private var processes: [CommandProcess] = []
+  private var ports: [Int] = []
+
+  init(_ plan: Plan) throws {
+    self.plan = plan
+    folder = try TemporaryFolder()
+    smbPort = plan.place == .smb ? try FreePort.closed() : 0
+  }
+
+  /// The folder the kiosks' batch folder lands in, on this disk.
+  var intake: URL {
+    switch plan.place {
+    case .local: folder.path("dest/intake")
+    case .smb: folder.path("smbd/shares/guest/fleet/intake")
+    }
+  }
+
+  private var destination: String {
+    switch plan.place {
+    case .local: folder.path("dest").path
+    case .smb: "smb://127.0.0.1:\(smbPort)/guest/fleet"
+    }
+  }
+
+  private func start(_ kiosk: Int) throws -> CommandProcess {
+    try CommandProcess([
+      "--kiosk", "--json", "--port", "0", "--bind", "127.0.0.1", "--quiet-period", "0.3",
+      "--staging", folder.path("staging\(kiosk)").path, "--to", destination,
+      "--batch-folder", "intake",
+    ])
+  }
+
+  /// Runs the plan and returns the counts; the kiosks (and the smbd) are stopped at the end.
+  mutating func run() async throws -> Counts {
+    if plan.place == .smb {
+      try FileManager.default.createDirectory(
+        at: folder.path("smbd"), withIntermediateDirectories: true)
+      try await LoopbackSMB.run("up", base: folder.path("smbd"), port: smbPort)
+    }
+    do {
+      let counts = try await runRounds()
+      if plan.place == .smb {
+        try await LoopbackSMB.run("down", base: folder.path("smbd"), port: smbPort)
+      }
+      return counts
+    } catch {
+      for process in processes { await process.stop() }
+      if plan.place == .smb {
+        try? await LoopbackSMB.run("down", base: folder.path("smbd"), port: smbPort)
+      }
+      throw error
+    }
+  }
+
+  private mutating func runRounds() async throws -> Counts {
+    var random = CrashTrialTests.Seeded(plan.seed)
+    var counts = Counts()
+    var uploaded: [String: Int] = [:]
+    for kiosk in 0..<plan.kiosks {
+      let process = try start(kiosk)
+      processes.append(process)
+      ports.append(try await process.listeningPort())
+    }
+    let killRounds = plan.killRounds()
+    let outageRounds = plan.outageRounds()
+    for round in 0..<plan.rounds {
+      let marks = processes.map { $0.events.count }
+      // Same names, same sizes, different contents; an empty file too, whose copies are alike.
+      var uploads: [(String, UploadInFlight, URL)] = []
+      for kiosk in 0..<plan.kiosks {
+        let seed = UInt8(truncatingIfNeeded: plan.seed &* 7 &+ round &* 13 &+ kiosk &+ 1)
+        let files = [
+          ("big.bin", plan.bigSize), ("note.txt", 1000), ("empty.txt", 0),
+        ]
+        for (name, size) in files {
+          let source = try folder.makeFile(
+            "src/\(round)-\(kiosk)-\(name)", size: size, seed: seed &+ UInt8(size % 251))
+          uploads.append((name, try Uploader.start(source, as: name, port: ports[kiosk]), source))
+        }
+      }
+      var sources: [URL] = []
+      for (name, upload, source) in uploads {
+        let status = try await Uploader.status(of: upload)
+        #expect(status == 201, "round \(round) \(name)")
+        if status == 201 { sources.append(source) }
+      }
+      for digest in try await CrashTrialTests.sha256(sources) { uploaded[digest, default: 0] += 1 }
+      counts.uploaded += sources.count
+
+      var restarted = Set<Int>()
+      if killRounds.contains(round) {
+        let victim = round % plan.kiosks
+        restarted.insert(victim)
+        try await processes[victim].waitForEvent(
+          "forwardStarted", after: marks[victim], timeout: 60)
+        try await Task.sleep(for: .milliseconds(Int.random(in: 0...400, using: &random)))
+        try await CrashTrialTests.sigkill(processes[victim])
+        processes[victim] = try start(victim)
+        ports[victim] = try await processes[victim].listeningPort()
+        counts.kills += 1
+      } else if outageRounds.contains(round) {
+        try await processes[0].waitForEvent("forwardStarted", after: marks[0], timeout: 60)
+        try await Task.sleep(for: .milliseconds(Int.random(in: 0...300, using: &random)))
+        try await LoopbackSMB.run("down", base: folder.path("smbd"), port: smbPort)
+        try await Task.sleep(for: .milliseconds(500))
+        try await LoopbackSMB.run("up", base: folder.path("smbd"), port: smbPort)
+        counts.outages += 1
+      }
+      try await drain(round: round, after: marks, restarted: restarted)
+    }
+    for process in processes {
+      process.send(SIGTERM)
+      #expect(try await process.waitForExit(timeout: 60) == 0)
+    }
+    processes = []
+
+    let everything = CrashTrialTests.allFiles(in: intake)
+    let hidden = everything.filter { $0.split(separator: "/").contains { $0.hasPrefix(".") } }
+    let visible = everything.filter { !hidden.contains($0) }
+    counts.leftover = hidden.count
+    counts.delivered = visible.count
+    var found: [String: Int] = [:]
+    let digests = try await CrashTrialTests.sha256(visible.map { intake.appending(path: $0) })
+    for digest in digests { found[digest, default: 0] += 1 }
+    for (digest, times) in uploaded {
+      counts.lost += max(0, times - found[digest, default: 0])
+      counts.duplicated += max(0, found[digest, default: 0] - times)
+    }
+    for (digest, times) in found where uploaded[digest] == nil { counts.extra += times }
+    if !counts.clean {
+      let odd = zip(visible, digests).filter { found[$0.1]! > uploaded[$0.1, default: 0] }
+      let sizes = odd.map { name, _ in
+        "\(name) (\((try? FileManager.default.attributesOfItem(atPath: intake.appending(path: name).path)[.size]) ?? "?") B)"
+      }
+      print("fleet \(plan.place): beyond their uploads: \(sizes); hidden: \(hidden)")
+    }
+    return counts
+  }
+
+  /// Waits until every kiosk has closed this round's batch and forwarded everything it holds.
+  private func drain(round: Int, after marks: [Int], restarted: Set<Int>) async throws {
+    for (kiosk, process) in processes.enumerated() {
+      // A kiosk restarted this round closed its batch before the kill (it had started to
+      // forward it); the new process has it in the outbox, or nothing if it was done.
+      let restarted = restarted.contains(kiosk)
+      let journal = folder.path("staging\(kiosk)/outbox/journal")
+      try await CrashTrialTests.waitUntil(
+        "kiosk \(kiosk)'s outbox to drain in round \(round)", timeout: 120,
+        every: .milliseconds(50), output: { process.outputLines }
+      ) {
+        let closed =
+          restarted || process.events.dropFirst(marks[kiosk]).contains { $0.event == "batchClosed" }
+        return closed
+          && CrashTrialTests.entries(journal).allSatisfy { $0.hasPrefix(".") }
+          && Self.openBatchIsEmpty(folder.path("staging\(kiosk)"))
+      }
+    }
+  }
+
+  /// Whether no session folder of the staging root holds a complete file (an upload answered
+  /// 201 that is not yet in a batch).
+  private static func openBatchIsEmpty(_ staging: URL) -> Bool {
+    CrashTrialTests.entries(staging).filter { $0.hasPrefix("session-") }.allSatisfy {
+      TemporaryFolder.files(in: staging.appending(path: $0)).isEmpty
+    }
+  }
+}

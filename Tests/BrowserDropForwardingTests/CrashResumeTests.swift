@@ -1,0 +1,63 @@
+import BrowserDropTestSupport
+import Foundation
+import Glibc
+import Testing
+
+@testable import BrowserDropForwarding
+
+/// Issue 16, case 1: a delivery killed right after its manifest records `installing` for a name
+/// that an earlier delivery already holds. The resume must neither take the earlier file for
+/// its own nor remove it: the destination ends with both, the new one under the next number.
+@Suite("Crash between the installing record and the name check")
+struct CrashResumeTests {
+  enum Place: CaseIterable { case local, smb }
+
+  @Test(
+    "The earlier file survives and the new one arrives as “x 2.txt”",
+    arguments: Place.allCases, [Data(), Data("batch two".utf8)])
+  func earlierFileSurvives(place: Place, second: Data) async throws {
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let (destination, folder) = try Self.destination(place, scratch)
+    let first = try scratch.folder("batch1", ["x.txt": Data()])
+    _ = try await Forwarder().forward(folder: first, to: destination)
+    let earlier = try Self.identity(folder.appendingPathComponent("x.txt"))
+
+    let batch = try scratch.folder("batch2", ["x.txt": second])
+    var crashing = Forwarder()
+    crashing.crashPoint = .installingRecorded
+    await #expect(throws: SimulatedCrash.self) {
+      _ = try await crashing.forward(folder: batch, to: destination)
+    }
+    let report = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
+
+    let found = try contents(of: folder)
+    #expect(found == ["x.txt": Data(), "x 2.txt": second], "\(found.keys.sorted())")
+    #expect(try Self.identity(folder.appendingPathComponent("x.txt")) == earlier)
+    #expect(report.files.map(\.destination) == ["x 2.txt"])
+  }
+
+  /// The destination and the folder on this disk that it writes into.
+  static func destination(
+    _ place: Place, _ scratch: Scratch
+  ) throws -> (
+    any Destination, URL
+  ) {
+    switch place {
+    case .local:
+      let folder = scratch.root.appendingPathComponent("inbox")
+      return (LocalDestination(directory: folder), folder)
+    case .smb:
+      let server = try TestSMBServer.fromEnvironment()
+      let name = uniqueName("crash")
+      return (try server.destination("guest", name), server.directory("guest/\(name)"))
+    }
+  }
+
+  /// The inode and size of a file, to tell an untouched file from a replaced one.
+  static func identity(_ url: URL) throws -> [Int] {
+    var info = stat()
+    guard lstat(url.path, &info) == 0 else { throw POSIXError(.ENOENT) }
+    return [Int(info.st_ino), Int(info.st_size)]
+  }
+}
