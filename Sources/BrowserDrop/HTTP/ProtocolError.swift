@@ -13,15 +13,20 @@ enum ProtocolError: String, Error, Sendable, CaseIterable {
   case writeFailed = "write_failed"
   case pageMissing = "page_missing"
   case insufficientStorage = "insufficient_storage"
+  // The resumable-uploads extension (README, "Resumable uploads").
+  case invalidUploadID = "invalid_upload_id"
+  case unknownUpload = "unknown_upload"
+  case offsetMismatch = "offset_mismatch"
+  case uploadMismatch = "upload_mismatch"
 
   /// The HTTP status code.
   var status: Int {
     switch self {
-    case .badRequest, .invalidPath, .unsupportedType: 400
+    case .badRequest, .invalidPath, .unsupportedType, .invalidUploadID: 400
     case .forbidden: 403
-    case .notFound: 404
+    case .notFound, .unknownUpload: 404
     case .methodNotAllowed: 405
-    case .pathConflict: 409
+    case .pathConflict, .offsetMismatch, .uploadMismatch: 409
     case .lengthRequired: 411
     case .tooLarge: 413
     case .headersTooLarge: 431
@@ -46,6 +51,12 @@ enum ProtocolError: String, Error, Sendable, CaseIterable {
     case .writeFailed: "The file couldn't be written."
     case .pageMissing: "The upload page isn't packaged with the server."
     case .insufficientStorage: "Not enough free space on the device."
+    case .invalidUploadID:
+      "The upload id must be 128 bits in URL-safe base64 (22 characters) or hex."
+    case .unknownUpload: "No resumable upload has that id (never started, finished or expired)."
+    case .offsetMismatch:
+      "Upload-Offset isn't where the upload stands; see the Upload-Offset header."
+    case .uploadMismatch: "The request doesn't match the upload that id names (path or length)."
     }
   }
 }
@@ -54,6 +65,10 @@ enum ProtocolError: String, Error, Sendable, CaseIterable {
 struct Refusal: Error, Sendable, Equatable {
   let error: ProtocolError
   let message: String
+  /// Where a resumable upload stands, sent as `Upload-Offset` / `Upload-Length` with the
+  /// refusal (a 409 says where to continue from).
+  var uploadOffset: Int?
+  var uploadLength: Int?
 
   init(_ error: ProtocolError, _ message: String? = nil) {
     self.error = error

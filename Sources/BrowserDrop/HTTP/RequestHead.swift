@@ -10,6 +10,8 @@ struct RequestHead: Sendable, Equatable {
   var contentLength: Int?
   var hasTransferEncoding = false
   var expectsContinue = false
+  /// `Upload-Offset` (the resumable extension's PATCH): digits only, at most one.
+  var uploadOffset: Int?
 
   /// Where the head ends in `bytes` (the index after the blank line), or `nil` when it has not
   /// arrived yet. A bare-LF blank line ends it too, so that such a head is refused at once.
@@ -54,6 +56,7 @@ struct RequestHead: Sendable, Equatable {
     var hostCount = 0
     var originCount = 0
     var lengthCount = 0
+    var offsetCount = 0
     for line in lines.dropFirst().dropLast() {
       guard !line.isEmpty else { throw Refusal(.badRequest) }
       let first = bytes[line.lowerBound]
@@ -91,6 +94,9 @@ struct RequestHead: Sendable, Equatable {
       case "content-length":
         lengthCount += 1
         head.contentLength = try parseLength(bytes, valueStart..<valueEnd)
+      case "upload-offset":
+        offsetCount += 1
+        head.uploadOffset = try parseLength(bytes, valueStart..<valueEnd, name: "Upload-Offset")
       case "transfer-encoding":
         head.hasTransferEncoding = true
       case "expect":
@@ -102,6 +108,7 @@ struct RequestHead: Sendable, Equatable {
     if hostCount > 1 { throw Refusal(.badRequest, "More than one Host header.") }
     if originCount > 1 { throw Refusal(.badRequest, "More than one Origin header.") }
     if lengthCount > 1 { throw Refusal(.badRequest, "More than one Content-Length header.") }
+    if offsetCount > 1 { throw Refusal(.badRequest, "More than one Upload-Offset header.") }
     if head.host == nil { throw Refusal(.badRequest, "The Host header is missing.") }
     return head
   }
@@ -165,12 +172,12 @@ struct RequestHead: Sendable, Equatable {
   }
 
   private static func parseLength(
-    _ bytes: UnsafeRawBufferPointer, _ range: Range<Int>
+    _ bytes: UnsafeRawBufferPointer, _ range: Range<Int>, name: String = "Content-Length"
   )
     throws(Refusal) -> Int
   {
     guard !range.isEmpty else {
-      throw Refusal(.badRequest, "Content-Length is not a valid number.")
+      throw Refusal(.badRequest, "\(name) is not a valid number.")
     }
     // Any run of digits is a valid length, however long: one past what an Int holds is weighed
     // as `Int.max` (413 or 507), not refused as unreadable.
@@ -178,7 +185,7 @@ struct RequestHead: Sendable, Equatable {
     for position in range {
       let byte = bytes[position]
       guard byte >= 0x30, byte <= 0x39 else {
-        throw Refusal(.badRequest, "Content-Length is not a valid number.")
+        throw Refusal(.badRequest, "\(name) is not a valid number.")
       }
       let (times10, overflowA) = value.multipliedReportingOverflow(by: 10)
       let (sum, overflowB) = times10.addingReportingOverflow(Int(byte - 0x30))

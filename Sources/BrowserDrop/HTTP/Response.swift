@@ -1,9 +1,9 @@
 /// Serialises responses: one buffer, written at once, then the connection closes.
 enum Response {
   private static let reasons: [Int: String] = [
-    100: "Continue", 200: "OK", 201: "Created", 400: "Bad Request", 403: "Forbidden",
-    404: "Not Found", 405: "Method Not Allowed", 409: "Conflict", 411: "Length Required",
-    413: "Content Too Large", 431: "Request Header Fields Too Large",
+    100: "Continue", 200: "OK", 201: "Created", 204: "No Content", 400: "Bad Request",
+    403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 409: "Conflict",
+    411: "Length Required", 413: "Content Too Large", 431: "Request Header Fields Too Large",
     500: "Internal Server Error", 507: "Insufficient Storage",
   ]
 
@@ -36,11 +36,29 @@ enum Response {
   }
 
   /// Protocol v1's error body: `{"error": code, "message": text}`.
+  /// A refusal of the resumable extension also says where the upload stands
+  /// (`Upload-Offset`, `Upload-Length`) when it is known.
   static func refusal(_ refusal: Refusal) -> [UInt8] {
-    json(
-      status: refusal.error.status,
+    let body =
       "{\"error\":\(JSONText.quoted(refusal.error.rawValue)),\"message\":\(JSONText.quoted(refusal.message))}"
-    )
+    guard refusal.uploadOffset != nil || refusal.uploadLength != nil else {
+      return json(status: refusal.error.status, body)
+    }
+    var headers = [("Cache-Control", "no-store")]
+    if let offset = refusal.uploadOffset { headers.append(("Upload-Offset", String(offset))) }
+    if let length = refusal.uploadLength { headers.append(("Upload-Length", String(length))) }
+    return bytes(
+      status: refusal.error.status, contentType: "application/json; charset=utf-8",
+      body: Array(body.utf8), extraHeaders: headers)
+  }
+
+  /// The answer to `HEAD /upload`: `204` with where the upload stands. `Upload-Offset` counts
+  /// only bytes that are on the disk.
+  static func uploadState(offset: Int, length: Int) -> [UInt8] {
+    Array(
+      ("HTTP/1.1 204 No Content\r\nUpload-Offset: \(offset)\r\nUpload-Length: \(length)\r\n"
+        + "Cache-Control: no-store\r\nConnection: close\r\nX-Content-Type-Options: nosniff\r\n"
+        + "Referrer-Policy: no-referrer\r\n\r\n").utf8)
   }
 
   /// The success answer to an upload: `201 {"path": cleaned}`. Built from two constant halves

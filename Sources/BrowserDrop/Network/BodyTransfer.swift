@@ -1,6 +1,7 @@
 import BrowserDropSystem
 import CBrowserDropLinux
 import Glibc
+import Synchronization
 
 /// Moves a request body from a socket into a file in bounded steps, so memory stays flat
 /// whatever the size. Large bodies go socket → pipe → file with `splice(2)`, never through
@@ -27,6 +28,15 @@ struct BodyTransfer {
   /// the disk works while the network does (`sync_file_range` with `SYNC_FILE_RANGE_WRITE`,
   /// which queues the writes and does not wait for them).
   var writesBehind = false
+  /// Where to stop early: once `counter` reaches it, `move` returns as if the peer had closed.
+  /// `nil` moves every byte asked for.
+  var limit: TransferLimit?
+
+  /// Bytes `move` may still take before `limit`, at most `wanted`; 0 means stop here.
+  private func allowed(_ wanted: Int) -> Int {
+    guard let limit else { return wanted }
+    return min(wanted, max(0, limit.bytes - counter.bytes))
+  }
 
   /// Moves `count` bytes. Returns `false` when the peer closed first; throws
   /// `CancellationError` when the task is cancelled before the last byte.
@@ -55,7 +65,8 @@ struct BodyTransfer {
       // A fast sender may never make the loop wait: check here, so that a transfer stopped
       // midway (a refused upload, a cancelled session) stops at once.
       try Task.checkCancellation()
-      let want = min(count - moved, pipe.capacity)
+      let want = allowed(min(count - moved, pipe.capacity))
+      if want == 0 { return .done(complete: false) }
       let inPipe = try Syscall.nonBlocking("splice") {
         cbd_splice(socket.fd, nil, pipe.write, nil, want, 1)
       }
@@ -121,7 +132,8 @@ struct BodyTransfer {
     var moved = 0
     while moved < count {
       try Task.checkCancellation()
-      let want = min(capacity, count - moved)
+      let want = allowed(min(capacity, count - moved))
+      if want == 0 { return false }
       let got = try await socket.read(
         into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<want]),
         deadline: .now + idleTimeout)
@@ -164,4 +176,14 @@ struct Pipe {
     Glibc.close(read)
     Glibc.close(write)
   }
+}
+
+/// A byte count a transfer stops at, set from another task while it runs (a released upload
+/// takes what the kernel already holds for it, then stops).
+final class TransferLimit: Sendable {
+  private let value = Atomic(Int.max)
+
+  var bytes: Int { value.load(ordering: .acquiring) }
+
+  func set(_ bytes: Int) { value.store(bytes, ordering: .releasing) }
 }

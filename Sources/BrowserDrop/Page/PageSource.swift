@@ -146,6 +146,13 @@ enum PageConfiguration {
     var maximumFileSize: Int?
     var maximumConcurrentUploads: Int
     var strings: [String: String]?
+    var resumable: Resumable?
+  }
+
+  /// The resumable extension's capability: present only when it is on, so a page written for
+  /// plain protocol v1 reads the same keys as ever.
+  private struct Resumable: Encodable {
+    var expiresAfter: Int
   }
 
   static func response(for configuration: BrowserDropServer.Configuration) -> [UInt8] {
@@ -157,7 +164,8 @@ enum PageConfiguration {
       },
       maximumFileSize: configuration.maximumFileSize,
       maximumConcurrentUploads: configuration.maximumConcurrentUploads,
-      strings: settings.strings.isEmpty ? nil : settings.strings)
+      strings: settings.strings.isEmpty ? nil : settings.strings,
+      resumable: configuration.resumableUploads.map { Resumable(expiresAfter: $0.expirySeconds) })
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
     let json = (try? encoder.encode(body)).map { [UInt8]($0) } ?? Array("{}".utf8)

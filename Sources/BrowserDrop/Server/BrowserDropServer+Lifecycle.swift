@@ -39,6 +39,15 @@ extension BrowserDropServer {
         staging.probeCaseInsensitivity(), PartialFile.probeKind(in: staging.incomingPath), fd
       )
     }
+    // The resumable store, and what an earlier session or process left in it to be resumed.
+    let recovered: [(UploadID, ResumableStore.Record)]
+    do throws(BrowserDropError) {
+      recovered = try await prepareResumableStore()
+    } catch {
+      close(sessionFD)
+      await BlockingPool.shared.run { staging.removeAll() }
+      throw error
+    }
     /// Undoes what was made when the start fails or the session ended meanwhile.
     func undo(_ error: BrowserDropError) async -> BrowserDropError {
       close(sessionFD)
@@ -47,6 +56,7 @@ extension BrowserDropServer {
     }
     guard case .starting = state else { throw await undo(.sessionEnded) }
     index = SessionIndex(caseInsensitive: caseInsensitive)
+    adoptRecovered(recovered)
     let services: SessionServices
     do throws(BrowserDropError) {
       services = try await SessionServices.load(
@@ -66,6 +76,26 @@ extension BrowserDropServer {
       services: services, sessionFD: sessionFD, monitor: monitorAddresses(), port: listener.port,
       addresses: [], progressTask: nil)
     serve(session, on: listener)
+  }
+
+  /// Creates the resumable store when uploads are resumable, and reads what it holds when it
+  /// outlives sessions.
+  private func prepareResumableStore() async throws(BrowserDropError) -> [(
+    UploadID, ResumableStore.Record
+  )] {
+    guard let store = resumableStore, let settings = configuration.resumableUploads else {
+      return []
+    }
+    return try await BlockingPool.shared.run {
+      () throws(BrowserDropError) -> [(UploadID, ResumableStore.Record)] in
+      do throws(SystemError) {
+        try store.prepare()
+      } catch {
+        throw .stagingUnavailable(path: store.folder, reason: error.reason)
+      }
+      return settings.scope == .stagingRoot
+        ? store.recover(expiresAfter: settings.expiresAfter) : []
+    }
   }
 
   /// Listens on `port` again for `session` (after `suspend()` or a lost listener).
@@ -130,6 +160,7 @@ extension BrowserDropServer {
       // A start still running sees `.ended` after its next step and undoes what it made.
       break
     }
+    endPausedUploads()
     progressSink.finish()
     eventSink.finish()
   }

@@ -19,15 +19,22 @@ extension BrowserDropServer {
   /// `freeBytes` is a fresh measurement, or `nil` to decide from the last one when that is
   /// recent and the answer is clear even counting every byte admitted since as written;
   /// otherwise the answer is `.measureFreeSpace`.
-  func admit(_ path: UploadPath, size: Int, freeBytes: Int?) -> Admission {
+  ///
+  /// `alsoPending` and `continuing` are the resumable extension's (`UploadAdmission.admit`); a
+  /// continued upload this session already announced gets no second `.uploadStarted`.
+  func admit(
+    _ path: UploadPath, size: Int, freeBytes: Int?, alsoPending: Int = 0,
+    continuing: UploadAdmission.Continuation? = nil
+  ) -> Admission {
     guard case .listening = state else {
       return .refused(Refusal(.writeFailed, "The session is not accepting uploads."))
     }
     switch admission.admit(
-      path, size: size, freeBytes: freeBytes, conflict: index.conflict(for: path), now: clock.now)
+      path, size: size, freeBytes: freeBytes, conflict: index.conflict(for: path), now: clock.now,
+      alsoPending: alsoPending, continuing: continuing)
     {
     case .accept(let ticket, let startPublishingProgress):
-      eventSink.yield(.uploadStarted(ticket.upload))
+      if continuing?.upload == nil { eventSink.yield(.uploadStarted(ticket.upload)) }
       if startPublishingProgress { publishProgress() }
       return .accepted(ticket)
     case .refuse(let refusal):
@@ -60,6 +67,12 @@ extension BrowserDropServer {
       relativePath: ticket.path.value, size: ticket.upload.size,
       sessionFolder: staging.session, receivedAt: Date(), mimeType: mimeType, kind: kind)
     index.insert(file, at: ticket.path)
+    if let resumable = ticket.resumable {
+      // Its id is remembered as complete, so a client that lost the 201 learns it from HEAD.
+      resumableStore?.removeRecord(resumable.id)
+      resumeTable.complete(resumable.id)
+      holdEnded(resumable.id)
+    }
     endUpload(ticket, failure: nil)
     eventSink.yield(.uploadFinished(file))
     return .success((file, changed))
@@ -73,6 +86,10 @@ extension BrowserDropServer {
 
   private func endUpload(_ ticket: UploadTicket, failure: FailureReason?) {
     admission.end(ticket.upload.id)
+    if failure != nil, let resumable = ticket.resumable {
+      resumeTable.remove(resumable.id)
+      holdEnded(resumable.id)
+    }
     if let failure { eventSink.yield(.uploadFailed(ticket.upload, failure)) }
   }
 

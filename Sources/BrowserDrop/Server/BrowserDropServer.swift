@@ -16,7 +16,13 @@ public actor BrowserDropServer {
   /// newest list is kept for a slow reader. An empty list follows the last upload.
   public nonisolated let progress: AsyncStream<[UploadProgress]>
 
+  /// Resumable uploads pausing and resuming (see `PauseEvent`); empty unless
+  /// `Configuration.resumableUploads` is set. The newest 1024 are kept for a slow reader, so a
+  /// host that never reads it holds no more than that.
+  public nonisolated let pauses: AsyncStream<PauseEvent>
+
   let eventSink: AsyncStream<Event>.Continuation
+  let pauseSink: AsyncStream<PauseEvent>.Continuation
   let progressSink: AsyncStream<[UploadProgress]>.Continuation
   let staging: StagingFolder
   /// What the timing rules read (progress throttle, free-space lifetime, address poll).
@@ -26,6 +32,12 @@ public actor BrowserDropServer {
   var state = ServerState.idle
   var index = SessionIndex(caseInsensitive: false)
   var admission: UploadAdmission
+  /// Where cut-off uploads are kept; `nil` when uploads are not resumable.
+  let resumableStore: ResumableStore?
+  /// The resumable uploads this server knows, paused or arriving (`ResumeTable.swift`).
+  var resumeTable = ResumeTable()
+  /// Requests waiting for another request's hold on an upload to end (lock preemption).
+  var holdWaiters: [UploadID: [CheckedContinuation<Void, Never>]] = [:]
 
   /// Creates a session; nothing listens until `start()`.
   public init(configuration: Configuration = Configuration()) {
@@ -44,7 +56,12 @@ public actor BrowserDropServer {
     self.clock = clock
     (events, eventSink) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
     (progress, progressSink) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
-    staging = StagingFolder(root: configuration.stagingRoot)
+    (pauses, pauseSink) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1024))
+    let staging = StagingFolder(root: configuration.stagingRoot)
+    self.staging = staging
+    resumableStore = configuration.resumableUploads.map {
+      ResumableStore(staging: staging, scope: $0.scope)
+    }
     admission = UploadAdmission(reservedFreeSpace: configuration.reservedFreeSpace)
   }
 
@@ -185,7 +202,12 @@ public actor BrowserDropServer {
     if case .ended = state { return }
     await end()
     let staging = self.staging
-    await BlockingPool.shared.run { staging.removeAll() }
+    let store = resumableStore
+    await BlockingPool.shared.run {
+      staging.removeAll()
+      // Cancelling drops everything, paused uploads kept for later sessions too.
+      if let store { try? FileManager.default.removeItem(atPath: store.folder) }
+    }
     index = SessionIndex(caseInsensitive: index.caseInsensitive)
   }
 

@@ -40,6 +40,9 @@ extension BrowserDropServer {
     public var durability: Bool
     /// What to do with the content type detected in each upload.
     public var contentPolicy: ContentPolicy
+    /// Whether uploads can be resumed (the protocol's resumable extension, advertised in
+    /// `config.json`); `nil`, the default, serves plain protocol v1 byte for byte.
+    public var resumableUploads: ResumableUploads?
 
     /// The staging root used when none is given: `browserdrop` in the temporary directory.
     public static var defaultStagingRoot: URL {
@@ -61,7 +64,8 @@ extension BrowserDropServer {
       port: Int = 80,
       bindAddress: String? = nil,
       durability: Bool = true,
-      contentPolicy: ContentPolicy = .rejectDisguised
+      contentPolicy: ContentPolicy = .rejectDisguised,
+      resumableUploads: ResumableUploads? = nil
     ) {
       self.allowedExtensions = allowedExtensions
       self.maximumFileSize = maximumFileSize
@@ -76,6 +80,7 @@ extension BrowserDropServer {
       self.bindAddress = bindAddress
       self.durability = durability
       self.contentPolicy = contentPolicy
+      self.resumableUploads = resumableUploads
     }
   }
 }

@@ -76,6 +76,9 @@ struct Connection {
     _ request: RequestPolicy.UploadRequest, leftover: UnsafeRawBufferPointer
   ) async {
     guard let server = services.server else { return }
+    if case .probe(let id) = request.resumable {
+      return await answerStanding(of: id, path: request.path, server: server)
+    }
     let ticket: UploadTicket
     switch await admit(request, server: server) {
     case .accepted(let accepted): ticket = accepted
@@ -86,6 +89,9 @@ struct Connection {
     switch await receiver.receive(expectsContinue: request.expectsContinue, leftover: leftover) {
     case .success(let response):
       try? await socket.write(response, deadline: ContinuousClock.now + idleTimeout)
+    case .failure(let failure) where failure.keptOffset != nil:
+      // Cut off and kept: paused, to be resumed. Nobody is left to answer.
+      await server.pause(ticket, keptBytes: failure.keptOffset ?? 0)
     case .failure(let failure):
       await server.abandon(ticket, reason: failure.reason)
       guard let refusal = failure.refusal else { return }
@@ -102,9 +108,33 @@ struct Connection {
   private func admit(
     _ request: RequestPolicy.UploadRequest, server: BrowserDropServer
   ) async -> BrowserDropServer.Admission {
-    let decision = await server.admit(request.path, size: request.size, freeBytes: nil)
+    // Every upload goes through the resumable side when the extension is on: paused uploads'
+    // remaining bytes count against free space for plain ones too.
+    guard services.configuration.resumableUploads != nil else {
+      let decision = await server.admit(request.path, size: request.size, freeBytes: nil)
+      guard case .measureFreeSpace = decision else { return decision }
+      let freeBytes = await services.measureFreeBytes()
+      return await server.admit(request.path, size: request.size, freeBytes: freeBytes)
+    }
+    let hold = UploadHold()
+    let decision = await server.admitResumable(request, hold: hold, freeBytes: nil)
     guard case .measureFreeSpace = decision else { return decision }
     let freeBytes = await services.measureFreeBytes()
-    return await server.admit(request.path, size: request.size, freeBytes: freeBytes)
+    return await server.admitResumable(request, hold: hold, freeBytes: freeBytes)
+  }
+
+  /// `HEAD /upload`: where a resumable upload stands, after releasing a request still holding it.
+  private func answerStanding(
+    of id: UploadID, path: UploadPath, server: BrowserDropServer
+  ) async {
+    switch await server.standing(of: id, path: path) {
+    case .success(let standing):
+      try? await socket.write(
+        Response.uploadState(offset: standing.offset, length: standing.length),
+        deadline: ContinuousClock.now + idleTimeout)
+      await closeGracefully()
+    case .failure(let refusal):
+      await refuse(refusal)
+    }
   }
 }

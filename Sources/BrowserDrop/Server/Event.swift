@@ -6,7 +6,9 @@ public enum Event: Sendable, Hashable {
   case uploadStarted(Upload)
   /// An upload arrived complete and was stored.
   case uploadFinished(ReceivedFile)
-  /// An upload that had started did not complete; nothing of it was kept.
+  /// An upload that had started did not complete; nothing of it was kept. (A resumable upload
+  /// still paused when the session ends gets it too, `.cancelled`, though with
+  /// `ResumableUploads.Scope.stagingRoot` its bytes stay for a later session: see `PauseEvent`.)
   case uploadFailed(Upload, FailureReason)
   /// The machine's network addresses changed; the new list replaces the old one.
   case addressesChanged([Address])

@@ -32,7 +32,8 @@ final class SessionServices: Sendable {
     self.configResponse = PageConfiguration.response(for: configuration)
     self.requestPolicy = RequestPolicy(
       allowedExtensions: configuration.allowedExtensions.map { Set($0.map { $0.lowercased() }) },
-      maximumFileSize: configuration.maximumFileSize)
+      maximumFileSize: configuration.maximumFileSize,
+      resumable: configuration.resumableUploads != nil)
     self.contentInspector = contentInspector
     self.partialKind = partialKind
   }

@@ -41,6 +41,14 @@ struct UploadAdmission {
     self.reservedFreeSpace = reservedFreeSpace
   }
 
+  /// An upload being continued (the resumable extension): the same `Upload` when this session
+  /// started it, its whole length, and the bytes already on the disk.
+  struct Continuation {
+    var upload: Upload?
+    var length: Int
+    var offset: Int
+  }
+
   /// Whether an upload of that id is in flight.
   func isInFlight(_ id: UInt64) -> Bool { inFlight[id] != nil }
 
@@ -50,11 +58,17 @@ struct UploadAdmission {
   /// `freeBytes` is a fresh measurement, or `nil` to decide from the last one when that is
   /// recent and the answer is clear even counting every byte admitted since as written;
   /// otherwise the answer is `.measureFreeSpace`.
+  ///
+  /// `alsoPending` is what paused uploads that can still be resumed have yet to write; `size`
+  /// of a `continuing` upload is what it has left, its `Upload` keeps the whole length and its
+  /// progress starts at its offset.
   mutating func admit(
-    _ path: UploadPath, size: Int, freeBytes: Int?, conflict: Refusal?, now: Duration
+    _ path: UploadPath, size: Int, freeBytes: Int?, conflict: Refusal?, now: Duration,
+    alsoPending: Int = 0, continuing: Continuation? = nil
   ) -> Decision {
     if let conflict { return .refuse(conflict) }
-    let pending = inFlight.values.reduce(0) { $0 + max(0, $1.upload.size - $1.counter.bytes) }
+    let pending =
+      inFlight.values.reduce(0) { $0 + max(0, $1.upload.size - $1.counter.bytes) } + alsoPending
     if let freeBytes {
       freeSpace.record(freeBytes, at: now)
       if !fits(size, in: freeBytes - pending) { return .refuse(Refusal(.insufficientStorage)) }
@@ -64,9 +78,16 @@ struct UploadAdmission {
       else { return .measureFreeSpace }
     }
     freeSpace.admitted(size)
-    let upload = Upload(id: nextUploadID, relativePath: path.value, size: size)
-    nextUploadID += 1
+    let upload: Upload
+    if let existing = continuing?.upload {
+      upload = existing
+    } else {
+      upload = Upload(
+        id: nextUploadID, relativePath: path.value, size: continuing?.length ?? size)
+      nextUploadID += 1
+    }
     let counter = ProgressCounter()
+    if let continuing { counter.add(continuing.offset) }
     inFlight[upload.id] = InFlight(upload: upload, counter: counter)
     let startPublishing = !publishingProgress
     publishingProgress = true

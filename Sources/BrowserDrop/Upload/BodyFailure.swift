@@ -10,6 +10,18 @@ struct BodyFailure: Error {
   /// answered at once, and the rest of the body is then read and thrown away, so that a
   /// client that sends everything before it reads still gets the answer.
   var unreadBody = 0
+  /// A resumable upload that was cut off and kept: the bytes now durable. The upload is paused,
+  /// not ended.
+  var keptOffset: Int?
+
+  /// Whether a resumable upload that failed this way is kept to be resumed: the peer went away
+  /// or went quiet, or the session stopped listening. A refusal or a write failure is final.
+  var isResumable: Bool {
+    switch reason {
+    case .connectionLost, .timedOut, .cancelled: refusal == nil
+    default: false
+    }
+  }
 
   static let connectionLost = BodyFailure(reason: .connectionLost)
   static let cancelled = BodyFailure(reason: .cancelled)
@@ -25,6 +37,9 @@ struct BodyFailure: Error {
   /// write failures, a deadline from a cancellation and from a lost peer.
   static func streaming(_ error: any Error) -> BodyFailure {
     switch error {
+    case let error as SystemError where lostPeer.contains(error.code):
+      // Only a socket fails this way: the peer went away (a reset, a network gone).
+      .connectionLost
     case let error as SystemError where error.code == ENOSPC || error.code == EDQUOT:
       BodyFailure(
         reason: .insufficientStorage,
@@ -48,6 +63,10 @@ struct BodyFailure: Error {
       reason: .writeFailed(error.reason),
       refusal: Refusal(.writeFailed, "The file couldn't be flushed to disk: \(error.reason)."))
   }
+
+  private static let lostPeer: Set<Int32> = [
+    ECONNRESET, ECONNABORTED, ETIMEDOUT, EHOSTUNREACH, ENETUNREACH, ENETDOWN,
+  ]
 
   /// Inspection refused the content; `unreadBody` bytes are still to come.
   static func refusedContent(_ message: String, unreadBody: Int = 0) -> BodyFailure {

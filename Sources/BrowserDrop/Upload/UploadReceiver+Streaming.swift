@@ -1,4 +1,5 @@
 import BrowserDropSystem
+import Glibc
 
 /// Step 2 of receiving an upload: the body from the socket into the partial file.
 extension UploadReceiver {
@@ -7,53 +8,109 @@ extension UploadReceiver {
   /// blocking pool while the rest keeps arriving, and a refusal stops the transfer there.
   /// Returns what inspection found when it ran during the transfer, `nil` when it is still to
   /// run (a body no longer than the prefix, or no sniffing).
+  ///
+  /// A resumable upload continues at `start` (its first bytes already in `fd`, where the
+  /// sniffer reads them: it always judges the file's own start), and stops when `hold` is
+  /// released: after the bytes the kernel had already received for it (they are here, so they
+  /// are kept rather than sent again), at once when there are none (a half-open connection).
   func streamBody(
-    into fd: Int32, leftover: UnsafeRawBufferPointer
+    into fd: Int32, leftover: UnsafeRawBufferPointer, from start: Int = 0,
+    until hold: UploadHold? = nil
   ) async throws(BodyFailure) -> ContentInspector.Finding? {
     let size = ticket.upload.size
-    let inspector = services.contentInspector
     do {
-      var received = 0
+      var received = start
       if !leftover.isEmpty {
-        let part = UnsafeRawBufferPointer(rebasing: leftover[..<min(leftover.count, size)])
+        let part = UnsafeRawBufferPointer(
+          rebasing: leftover[..<min(leftover.count, max(0, size - received))])
         try BodyTransfer.writeAll(fd, part)
-        received = part.count
+        received += part.count
         ticket.counter.add(part.count)
       }
-      var transfer = BodyTransfer(
-        socket: socket, file: fd, idleTimeout: idleTimeout, counter: ticket.counter)
-      transfer.writesBehind = services.configuration.durability
-      let sniffedPrefix = inspector.sniffs ? min(size, ContentSniffer.prefixLength) : 0
-      if received < sniffedPrefix {
-        transfer.fileOffset = received
-        guard try await transfer.move(sniffedPrefix - received) else {
-          throw BodyFailure.connectionLost
-        }
-        received = sniffedPrefix
+      guard let hold else { return try await streamRest(into: fd, from: received) }
+      enum Leg: Sendable {
+        case body(ContentInspector.Finding?)
+        case released
+        case draining
       }
-      transfer.fileOffset = received
-      let remaining = size - received
-      guard inspector.sniffs && remaining > 0 else {
-        guard try await Self.move(remaining, with: transfer) else {
-          throw BodyFailure.connectionLost
+      let from = received
+      let socket = self.socket
+      let counter = ticket.counter
+      return try await withThrowingTaskGroup(of: Leg.self) { group in
+        group.addTask {
+          .body(try await self.streamRest(into: fd, from: from, limit: hold.limit))
         }
-        return nil
-      }
-      switch try await Self.move(
-        remaining, with: transfer, whileInspecting: inspector, fd: fd,
-        fileExtension: ticket.path.fileExtension)
-      {
-      case .complete(let found):
-        return found
-      case .peerClosed:
-        throw BodyFailure.connectionLost
-      case .refused(let message):
-        throw BodyFailure.refusedContent(message, unreadBody: max(0, size - ticket.counter.bytes))
+        group.addTask {
+          for await _ in hold.released {}
+          if Task.isCancelled { return .released }
+          // The count before the queue's length: the limit never lies past what has arrived,
+          // so the transfer reaches it without waiting for more.
+          let taken = counter.bytes
+          var queued: Int32 = 0
+          guard ioctl(socket.fd, UInt(FIONREAD), &queued) == 0, queued > 0 else {
+            return .released
+          }
+          hold.limit.set(taken + Int(queued))
+          return .draining
+        }
+        while let leg = try await group.next() {
+          switch leg {
+          case .body(let found):
+            group.cancelAll()
+            return found
+          case .released:
+            group.cancelAll()
+            throw CancellationError()
+          case .draining:
+            continue
+          }
+        }
+        throw CancellationError()
       }
     } catch let failure as BodyFailure {
       throw failure
     } catch {
       throw .streaming(error)
+    }
+  }
+
+  /// The body after what came with the head: `received` bytes of the file are in `fd`.
+  private func streamRest(
+    into fd: Int32, from received: Int, limit: TransferLimit? = nil
+  ) async throws -> ContentInspector.Finding? {
+    let size = ticket.upload.size
+    let inspector = services.contentInspector
+    var received = received
+    var transfer = BodyTransfer(
+      socket: socket, file: fd, idleTimeout: idleTimeout, counter: ticket.counter)
+    transfer.writesBehind = services.configuration.durability
+    transfer.limit = limit
+    let sniffedPrefix = inspector.sniffs ? min(size, ContentSniffer.prefixLength) : 0
+    if received < sniffedPrefix {
+      transfer.fileOffset = received
+      guard try await transfer.move(sniffedPrefix - received) else {
+        throw BodyFailure.connectionLost
+      }
+      received = sniffedPrefix
+    }
+    transfer.fileOffset = received
+    let remaining = size - received
+    guard inspector.sniffs && remaining > 0 else {
+      guard try await Self.move(remaining, with: transfer) else {
+        throw BodyFailure.connectionLost
+      }
+      return nil
+    }
+    switch try await Self.move(
+      remaining, with: transfer, whileInspecting: inspector, fd: fd,
+      fileExtension: ticket.path.fileExtension)
+    {
+    case .complete(let found):
+      return found
+    case .peerClosed:
+      throw BodyFailure.connectionLost
+    case .refused(let message):
+      throw BodyFailure.refusedContent(message, unreadBody: max(0, size - ticket.counter.bytes))
     }
   }
 

@@ -22,6 +22,9 @@ struct UploadReceiver {
   ) async -> Result<[UInt8], BodyFailure> {
     do throws(BodyFailure) {
       if expectsContinue && leftover.isEmpty { try await sendContinue() }
+      if let resumable = ticket.resumable {
+        return .success(try await receiveKept(resumable, leftover))
+      }
       let partial: PartialFile
       do throws(SystemError) {
         partial = try PartialFile.create(
@@ -41,6 +44,55 @@ struct UploadReceiver {
       return .success(try await store(partial, found: found, installed: &installed))
     } catch {
       return .failure(error)
+    }
+  }
+
+  /// A resumable upload (all of it or the rest): the partial file lives in the resumable store
+  /// under the upload's id, and a cut-off body is made durable and kept there (`keptOffset`)
+  /// instead of removed. Another request taking the upload over (`UploadHold.release`) cancels
+  /// the transfer, which then stops like a lost connection.
+  private func receiveKept(
+    _ resumable: ResumableTicket, _ leftover: UnsafeRawBufferPointer
+  ) async throws(BodyFailure) -> [UInt8] {
+    let record = resumable.record(path: ticket.path, length: ticket.upload.size)
+    let fd: Int32
+    do throws(SystemError) {
+      fd =
+        resumable.offset == 0
+        ? try resumable.store.create(resumable.id, record)
+        : try resumable.store.reopen(resumable.id, at: resumable.offset)
+    } catch {
+      throw .creating(error)
+    }
+    let partial = PartialFile(fd: fd, path: resumable.store.partialPath(resumable.id))
+    var installed = false
+    var kept = false
+    defer {
+      if !installed && !kept { resumable.store.remove(resumable.id) }
+      close(fd)
+    }
+    do throws(BodyFailure) {
+      let inspected = try await streamBody(
+        into: fd, leftover: leftover, from: resumable.offset, until: resumable.hold)
+      let found = try await finishWriting(fd, alreadyFound: inspected)
+      if let refusal = found.refusal { throw .refusedContent(refusal) }
+      if Task.isCancelled { throw .cancelled }
+      return try await store(partial, found: found, installed: &installed)
+    } catch  where error.isResumable {
+      let store = resumable.store
+      let id = resumable.id
+      let keeping = await BlockingPool.shared.run { () -> Result<Int, SystemError> in
+        Result { () throws(SystemError) in try store.keep(fd: fd, id, record) }
+      }
+      switch keeping {
+      case .success(let offset):
+        kept = true
+        var paused = error
+        paused.keptOffset = offset
+        throw paused
+      case .failure(let failure):
+        throw .flushing(failure)
+      }
     }
   }
 

@@ -49,7 +49,10 @@ struct CommandOptions: Sendable {
       port: port,
       bindAddress: arguments.bindAddress,
       durability: arguments.durability,
-      contentPolicy: arguments.contentPolicy)
+      contentPolicy: arguments.contentPolicy,
+      // The bundled page resumes every upload. A kiosk keeps cut-off uploads in its staging
+      // root, so they outlive a batch and a restart; a one-shot session keeps them until it ends.
+      resumableUploads: ResumableUploads(scope: arguments.kiosk ? .stagingRoot : .session))
   }
 
   /// The batch folder pattern in effect: the given one, or `{date} {time}` in kiosk mode.

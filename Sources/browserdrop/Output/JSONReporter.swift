@@ -65,6 +65,21 @@ struct JSONReporter: Reporter {
       ]
     case .notice(let message):
       return [("event", .string("notice")), ("message", .string(message))]
+    case .pause(.paused(let upload, let kept)):
+      return [
+        ("event", .string("uploadPaused")), ("path", .string(upload.relativePath)),
+        ("size", .number(upload.size)), ("receivedBytes", .number(kept)),
+      ]
+    case .pause(.resumed(let upload, let offset)):
+      return [
+        ("event", .string("uploadResumed")), ("path", .string(upload.relativePath)),
+        ("size", .number(upload.size)), ("offset", .number(offset)),
+      ]
+    case .carriedOver(let upload, let kept):
+      return [
+        ("event", .string("uploadCarriedOver")), ("path", .string(upload.relativePath)),
+        ("size", .number(upload.size)), ("receivedBytes", .number(kept)),
+      ]
     }
   }
 

@@ -64,6 +64,18 @@ enum ReportText {
         + (staging.map { ["The files are kept in \(TerminalText.escaped($0))"] } ?? [])
     case .notice(let message):
       return [TerminalText.escaped(message)]
+    case .pause(.paused(let upload, let kept)):
+      return [
+        "Paused \(name(upload.relativePath)) at \(ByteSize.format(kept)) of "
+          + "\(ByteSize.format(upload.size)); it resumes when the sender is back"
+      ]
+    case .pause(.resumed(let upload, let offset)):
+      return ["Resuming \(name(upload.relativePath)) from \(ByteSize.format(offset))"]
+    case .carriedOver(let upload, let kept):
+      return [
+        "Paused \(name(upload.relativePath)) (\(ByteSize.format(kept)) of "
+          + "\(ByteSize.format(upload.size))) continues in the next batch"
+      ]
     }
   }
 

@@ -7,6 +7,11 @@ enum Report: Sendable {
   case listening([Address])
   /// An event from the server.
   case server(Event)
+  /// A resumable upload paused or resumed.
+  case pause(PauseEvent)
+  /// Kiosk: the batch closed while this upload was paused; it is kept and continues in a
+  /// later batch (the server's `.uploadFailed(…, .cancelled)` for it is reported as this).
+  case carriedOver(Upload, keptBytes: Int)
   /// Uploads in flight (terminal display only).
   case progress([UploadProgress])
   /// The session is finishing: no new uploads, in-flight ones are dropped.

@@ -48,6 +48,10 @@ final class TerminalReporter: Reporter {
         }
       case .server(let event):
         scrolled = apply(event, to: &state)
+      case .pause(.paused(let upload, _)), .carriedOver(let upload, _):
+        // Its bar goes (it is not arriving); the line says how far it got.
+        state.uploads[upload.id] = nil
+        scrolled = ReportText.lines(for: report).map { "\u{1B}[33m‖\u{1B}[0m " + $0 }
       case .progress(let list):
         let current = Set(list.map(\.upload.id))
         state.uploads = state.uploads.filter { current.contains($0.key) }

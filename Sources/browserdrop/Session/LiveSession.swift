@@ -37,11 +37,24 @@ final class LiveSession: Sendable {
       await withTaskGroup(of: Void.self) { group in
         group.addTask {
           for await event in server.events {
-            activity.note(event)
+            let pausedBytes = activity.note(event)
+            if case .uploadFailed(let upload, .cancelled) = event, let pausedBytes,
+              configuration.resumableUploads?.scope == .stagingRoot
+            {
+              // Not lost: kept in the staging root for the next session.
+              reporter.report(.carriedOver(upload, keptBytes: pausedBytes))
+              continue
+            }
             reporter.report(.server(event))
             if case .interrupted = event {
               Task { await resume(server, reporter: reporter) }
             }
+          }
+        }
+        group.addTask {
+          for await pause in server.pauses {
+            activity.note(pause)
+            reporter.report(.pause(pause))
           }
         }
         group.addTask {
@@ -82,7 +95,13 @@ final class LiveSession: Sendable {
 /// What a session is doing, for the summary and for kiosk batches.
 final class SessionActivity: Sendable {
   private struct State {
-    var inFlight = 0
+    /// Uploads arriving now: `Upload.id` → path.
+    var arriving: [UInt64: String] = [:]
+    /// Paused uploads: their path and the bytes they kept.
+    var paused: [UInt64: (path: String, kept: Int)] = [:]
+    /// Uploads that ended: a `.resumed` read after its upload's end (the pause events come on
+    /// a stream of their own) must not count it as arriving again.
+    var ended: Set<UInt64> = []
     var files = 0
     var bytes: Int64 = 0
     var lastActivity = Monotonic.seconds()
@@ -90,8 +109,9 @@ final class SessionActivity: Sendable {
 
   private let state = Mutex(State())
 
-  /// Uploads started and not yet finished or failed.
-  var inFlight: Int { state.withLock { $0.inFlight } }
+  /// Uploads arriving: started or resumed, and not yet paused, finished or failed. A paused
+  /// upload does not hold a kiosk batch open.
+  var inFlight: Int { state.withLock { $0.arriving.count } }
   /// Files received.
   var files: Int { state.withLock { $0.files } }
   /// Bytes received.
@@ -102,17 +122,53 @@ final class SessionActivity: Sendable {
     state.withLock { now - $0.lastActivity }
   }
 
-  func note(_ event: Event) {
+  /// Notes an event. Returns, for the end of an upload that was paused, the bytes it kept.
+  @discardableResult
+  func note(_ event: Event) -> Int? {
     state.withLock { state in
       state.lastActivity = Monotonic.seconds()
       switch event {
-      case .uploadStarted: state.inFlight += 1
+      case .uploadStarted(let upload):
+        if !state.ended.contains(upload.id) { state.arriving[upload.id] = upload.relativePath }
+        return nil
       case .uploadFinished(let file):
-        state.inFlight = max(0, state.inFlight - 1)
         state.files += 1
         state.bytes += Int64(file.size)
-      case .uploadFailed: state.inFlight = max(0, state.inFlight - 1)
-      case .addressesChanged, .interrupted: break
+        // The event names the file, not its `Upload`: the earliest arriving (or paused) upload
+        // of that path is the one that finished.
+        // A resumed upload can finish before its `.resumed` is read: paused ones count too.
+        let ids =
+          state.arriving.filter { $0.value == file.relativePath }.map(\.key)
+          + state.paused.filter { $0.value.path == file.relativePath }.map(\.key)
+        if let id = ids.min() {
+          state.arriving.removeValue(forKey: id)
+          state.ended.insert(id)
+          state.paused.removeValue(forKey: id)
+        }
+        return nil
+      case .uploadFailed(let upload, _):
+        state.arriving.removeValue(forKey: upload.id)
+        state.ended.insert(upload.id)
+        return state.paused.removeValue(forKey: upload.id)?.kept
+      case .addressesChanged, .interrupted:
+        return nil
+      }
+    }
+  }
+
+  /// Notes a resumable upload pausing or resuming.
+  func note(_ pause: PauseEvent) {
+    state.withLock { state in
+      state.lastActivity = Monotonic.seconds()
+      switch pause {
+      case .paused(let upload, let kept):
+        guard !state.ended.contains(upload.id) else { return }
+        state.arriving.removeValue(forKey: upload.id)
+        state.paused[upload.id] = (upload.relativePath, kept)
+      case .resumed(let upload, _):
+        guard !state.ended.contains(upload.id) else { return }
+        state.paused.removeValue(forKey: upload.id)
+        state.arriving[upload.id] = upload.relativePath
       }
     }
   }

@@ -1,0 +1,198 @@
+/// The resumable uploads a server knows, and the rules for each request of the extension: pure
+/// (time comes in as `now`, holds are opaque), owned by the server actor, which performs what
+/// the answers say (interrupting a stale request, waiting, sending events).
+struct ResumeTable {
+  /// One resumable upload.
+  struct Entry {
+    let path: UploadPath
+    /// The whole file's size.
+    let length: Int
+    /// Bytes on the disk (while a request holds it: where that request started).
+    var offset: Int
+    /// This session's `Upload` for it, once a request of this session received it; `nil` for
+    /// one found in the store at start (a kiosk's earlier batch or process).
+    var upload: Upload?
+    /// The request receiving it now, if any.
+    var hold: UploadHold?
+    /// When it expires while paused, on the session clock.
+    var expiresAt: Duration
+  }
+
+  /// Where an upload stands, as `HEAD` answers it.
+  enum Standing: Equatable {
+    case unknown
+    /// The id names an upload of another path.
+    case otherPath
+    /// Held by a request that must be released first.
+    case held
+    /// Not held: `offset` of `length` bytes are on the disk.
+    case paused(offset: Int, length: Int)
+    /// Complete and stored in this session.
+    case complete(length: Int)
+  }
+
+  /// What `PATCH` may do.
+  enum ResumeCheck: Equatable {
+    case proceed(Entry.Snapshot)
+    case held
+    /// Refused; the refusal carries where the upload stands when that helps the client.
+    case refuse(Refusal)
+  }
+
+  private(set) var entries: [UploadID: Entry] = [:]
+  /// Ids of uploads stored in this session (bounded), so that a client that lost the `201`
+  /// learns from `HEAD` that everything arrived rather than sending it again.
+  private var completed: [UploadID: (path: UploadPath, length: Int)] = [:]
+  private var completedOrder: [UploadID] = []
+  static let completedMemory = 4096
+
+  /// What paused uploads have yet to write: counted against free space until they expire.
+  func pausedRemaining(excluding id: UploadID? = nil) -> Int {
+    entries.reduce(0) { sum, item in
+      item.key == id || item.value.hold != nil
+        ? sum : sum + max(0, item.value.length - item.value.offset)
+    }
+  }
+
+  func standing(_ id: UploadID, path: UploadPath) -> Standing {
+    if let done = completed[id] {
+      return done.path == path ? .complete(length: done.length) : .otherPath
+    }
+    guard let entry = entries[id] else { return .unknown }
+    guard entry.path == path else { return .otherPath }
+    if entry.hold != nil { return .held }
+    return .paused(offset: entry.offset, length: entry.length)
+  }
+
+  /// The checks of a `PATCH` of `size` bytes at `offset`, in order: known, same path, not held
+  /// (else release it first), the offset where the upload stands, the body ending at its length.
+  func checkResume(_ id: UploadID, path: UploadPath, offset: Int, size: Int) -> ResumeCheck {
+    func refusal(
+      _ error: ProtocolError, _ message: String? = nil, at offset: Int?, of length: Int?
+    )
+      -> ResumeCheck
+    {
+      var refusal = Refusal(error, message)
+      refusal.uploadOffset = offset
+      refusal.uploadLength = length
+      return .refuse(refusal)
+    }
+    let otherPath = "That upload id belongs to another path."
+    if let done = completed[id] {
+      guard done.path == path else { return refusal(.uploadMismatch, otherPath, at: nil, of: nil) }
+      return refusal(
+        .offsetMismatch, "The upload is already complete.", at: done.length, of: done.length)
+    }
+    guard let entry = entries[id] else { return refusal(.unknownUpload, at: nil, of: nil) }
+    guard entry.path == path else { return refusal(.uploadMismatch, otherPath, at: nil, of: nil) }
+    if entry.hold != nil { return .held }
+    guard offset == entry.offset else {
+      return refusal(.offsetMismatch, at: entry.offset, of: entry.length)
+    }
+    guard size == entry.length - entry.offset else {
+      return refusal(
+        .uploadMismatch,
+        "The body is \(size) bytes; \(entry.length - entry.offset) remain of the upload.",
+        at: entry.offset, of: entry.length)
+    }
+    return .proceed(
+      Entry.Snapshot(upload: entry.upload, length: entry.length, offset: entry.offset))
+  }
+
+  /// The hold on `id`, if a request has it.
+  func hold(of id: UploadID) -> UploadHold? { entries[id]?.hold }
+
+  /// A new upload of that id starts (a POST): any earlier one of the id is replaced. Returns the
+  /// replaced entry's `Upload` (to be ended) when there was one.
+  mutating func start(
+    _ id: UploadID, path: UploadPath, length: Int, upload: Upload, hold: UploadHold
+  )
+    -> Upload?
+  {
+    let replaced = entries[id]?.upload
+    forgetCompleted(id)
+    entries[id] = Entry(
+      path: path, length: length, offset: 0, upload: upload, hold: hold, expiresAt: .zero)
+    return replaced
+  }
+
+  /// A `PATCH` took the upload.
+  mutating func resume(_ id: UploadID, upload: Upload, hold: UploadHold) {
+    entries[id]?.upload = upload
+    entries[id]?.hold = hold
+  }
+
+  /// The request receiving it stopped with `offset` bytes durable; it expires at `expiresAt`.
+  mutating func pause(_ id: UploadID, hold: UploadHold, offset: Int, expiresAt: Duration) {
+    guard let current = entries[id]?.hold, current === hold else { return }
+    entries[id]?.hold = nil
+    entries[id]?.offset = offset
+    entries[id]?.expiresAt = expiresAt
+  }
+
+  /// The upload was stored: forgotten, its id remembered as complete.
+  mutating func complete(_ id: UploadID) {
+    guard let entry = entries.removeValue(forKey: id) else { return }
+    completed[id] = (entry.path, entry.length)
+    completedOrder.append(id)
+    if completedOrder.count > Self.completedMemory {
+      completed.removeValue(forKey: completedOrder.removeFirst())
+    }
+  }
+
+  /// The upload ended without being kept (a refusal, a write failure).
+  @discardableResult
+  mutating func remove(_ id: UploadID) -> Entry? { entries.removeValue(forKey: id) }
+
+  /// A paused upload found in the store at start.
+  mutating func recovered(
+    _ id: UploadID, path: UploadPath, length: Int, offset: Int, expiresAt: Duration
+  ) {
+    entries[id] = Entry(
+      path: path, length: length, offset: offset, upload: nil, hold: nil, expiresAt: expiresAt)
+  }
+
+  /// Removes the paused uploads whose time is up and returns them.
+  mutating func expire(now: Duration) -> [(UploadID, Entry)] {
+    let expired = entries.filter { $0.value.hold == nil && $0.value.expiresAt <= now }
+    for (id, _) in expired { entries.removeValue(forKey: id) }
+    return expired.map { ($0.key, $0.value) }
+  }
+
+  /// Every entry, leaving the table empty (the session ended).
+  mutating func removeAll() -> [UploadID: Entry] {
+    defer { entries = [:] }
+    return entries
+  }
+
+  private mutating func forgetCompleted(_ id: UploadID) {
+    guard completed.removeValue(forKey: id) != nil else { return }
+    completedOrder.removeAll { $0 == id }
+  }
+}
+
+extension ResumeTable.Entry {
+  /// What a `PATCH` continues from.
+  struct Snapshot: Equatable {
+    var upload: Upload?
+    var length: Int
+    var offset: Int
+  }
+}
+
+/// A request's hold on a resumable upload; `release()` makes that request stop at once, keeping
+/// its bytes (tusd's lock preemption: a request left half-open by a Wi-Fi roam would otherwise
+/// keep the upload until its idle timeout). The request watches `released` beside its body and
+/// cancels the transfer when it ends.
+final class UploadHold: Sendable {
+  /// Ends when another request takes the upload over.
+  let released: AsyncStream<Void>
+  /// Set on release: how far the holding request still reads (what the kernel had buffered).
+  let limit = TransferLimit()
+  private let signal: AsyncStream<Void>.Continuation
+
+  init() { (released, signal) = AsyncStream.makeStream() }
+
+  /// Asks the holding request to stop.
+  func release() { signal.finish() }
+}

@@ -1,0 +1,140 @@
+import FoundationEssentials
+import Glibc
+
+/// The resumable extension's side of the server: where an upload stands (`HEAD`), admitting a
+/// POST with an id or a PATCH, pausing, expiry and lock preemption. The rules are
+/// `ResumeTable`'s; this side waits, sends the events and removes expired files.
+extension BrowserDropServer {
+  /// Where upload `id` of `path` stands (`HEAD`): durable offset and length. A request still
+  /// holding it is released first and its bytes kept.
+  func standing(
+    of id: UploadID, path: UploadPath
+  ) async -> Result<(offset: Int, length: Int), Refusal> {
+    expirePaused()
+    while true {
+      switch resumeTable.standing(id, path: path) {
+      case .unknown: return .failure(Refusal(.unknownUpload))
+      case .otherPath:
+        return .failure(Refusal(.uploadMismatch, "That upload id belongs to another path."))
+      case .complete(let length): return .success((length, length))
+      case .paused(let offset, let length): return .success((offset, length))
+      case .held: await takeOver(id)
+      }
+    }
+  }
+
+  /// Decides a resumable POST or PATCH; `hold` becomes the request's hold on the upload.
+  func admitResumable(
+    _ request: RequestPolicy.UploadRequest, hold: UploadHold, freeBytes: Int?
+  ) async -> Admission {
+    expirePaused()
+    guard let store = resumableStore else {
+      return admit(request.path, size: request.size, freeBytes: freeBytes)
+    }
+    switch request.resumable {
+    case .start(let id):
+      if resumeTable.hold(of: id) != nil { await takeOver(id) }
+      let decision = admit(
+        request.path, size: request.size, freeBytes: freeBytes,
+        alsoPending: resumeTable.pausedRemaining(excluding: id))
+      guard case .accepted(var ticket) = decision else { return decision }
+      if let replaced = resumeTable.start(
+        id, path: request.path, length: request.size, upload: ticket.upload, hold: hold)
+      {
+        // The client started that upload again from the start: the earlier one ends here.
+        eventSink.yield(.uploadFailed(replaced, .cancelled))
+      }
+      ticket.resumable = ResumableTicket(id: id, store: store, offset: 0, hold: hold)
+      return .accepted(ticket)
+    case .resume(let id, let offset):
+      var snapshot: ResumeTable.Entry.Snapshot
+      while true {
+        switch resumeTable.checkResume(id, path: request.path, offset: offset, size: request.size) {
+        case .held:
+          await takeOver(id)
+          continue
+        case .refuse(let refusal): return .refused(refusal)
+        case .proceed(let found): snapshot = found
+        }
+        break
+      }
+      let decision = admit(
+        request.path, size: request.size, freeBytes: freeBytes,
+        alsoPending: resumeTable.pausedRemaining(excluding: id),
+        continuing: UploadAdmission.Continuation(
+          upload: snapshot.upload, length: snapshot.length, offset: snapshot.offset))
+      guard case .accepted(var ticket) = decision else { return decision }
+      resumeTable.resume(id, upload: ticket.upload, hold: hold)
+      pauseSink.yield(.resumed(ticket.upload, offset: snapshot.offset))
+      ticket.resumable = ResumableTicket(id: id, store: store, offset: snapshot.offset, hold: hold)
+      return .accepted(ticket)
+    case .probe, nil:
+      return admit(
+        request.path, size: request.size, freeBytes: freeBytes,
+        alsoPending: resumeTable.pausedRemaining())
+    }
+  }
+
+  /// A resumable upload's request stopped with `keptBytes` on the disk: paused, not ended.
+  func pause(_ ticket: UploadTicket, keptBytes: Int) {
+    guard let resumable = ticket.resumable, admission.isInFlight(ticket.upload.id) else { return }
+    admission.end(ticket.upload.id)
+    let lifetime = configuration.resumableUploads?.expiresAfter ?? .zero
+    resumeTable.pause(
+      resumable.id, hold: resumable.hold, offset: keptBytes, expiresAt: clock.now + lifetime)
+    pauseSink.yield(.paused(ticket.upload, keptBytes: keptBytes))
+    holdEnded(resumable.id)
+  }
+
+  /// Releases the request holding `id` and waits until it has stopped.
+  private func takeOver(_ id: UploadID) async {
+    guard let hold = resumeTable.hold(of: id) else { return }
+    hold.release()
+    await withCheckedContinuation { holdWaiters[id, default: []].append($0) }
+  }
+
+  /// The hold on `id` ended (paused, stored or failed): requests waiting for it go on.
+  func holdEnded(_ id: UploadID) {
+    for waiter in holdWaiters.removeValue(forKey: id) ?? [] { waiter.resume() }
+  }
+
+  /// Forgets the paused uploads whose time is up: their files go, and one this session started
+  /// ends with `.uploadFailed(…, .timedOut)`.
+  func expirePaused() {
+    guard let store = resumableStore else { return }
+    for (id, entry) in resumeTable.expire(now: clock.now) {
+      store.remove(id)
+      if let upload = entry.upload { eventSink.yield(.uploadFailed(upload, .timedOut)) }
+    }
+  }
+
+  /// The session is ending: every upload it started that is paused ends with
+  /// `.uploadFailed(…, .cancelled)`. With the `.stagingRoot` scope the files stay for the next
+  /// session; with `.session` they go with the incoming folder.
+  func endPausedUploads() {
+    for (id, entry) in resumeTable.removeAll() {
+      if let upload = entry.upload, entry.hold == nil {
+        eventSink.yield(.uploadFailed(upload, .cancelled))
+      }
+      holdEnded(id)
+    }
+    pauseSink.finish()
+  }
+
+  /// Fills the table from the store at start (the `.stagingRoot` scope): uploads cut off by an
+  /// earlier session or process, with the time they have left.
+  func adoptRecovered(_ recovered: [(UploadID, ResumableStore.Record)]) {
+    guard let lifetime = configuration.resumableUploads?.expiresAfter else { return }
+    let now = Date().timeIntervalSince1970
+    for (id, record) in recovered {
+      guard let path = try? UploadPath(validating: record.path) else {
+        resumableStore?.remove(id)
+        continue
+      }
+      let age = Duration.milliseconds(Int64(max(0, now - record.updated) * 1000))
+      resumeTable.recovered(
+        id, path: path, length: record.length, offset: record.offset,
+        expiresAt: clock.now + lifetime - age)
+    }
+  }
+}

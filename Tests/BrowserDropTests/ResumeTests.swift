@@ -1,0 +1,469 @@
+import BrowserDropTestSupport
+import Foundation
+import Synchronization
+import Testing
+
+@testable import BrowserDrop
+
+/// The resumable extension against the real server on 127.0.0.1, through raw sockets: cuts
+/// anywhere, HEAD and PATCH, every refusal, preemption of a stale request, expiry on the
+/// session clock, a restart on the same staging root, and the events a host sees.
+@Suite("Resumable uploads through the real server")
+struct ResumeTests {
+  /// A resumable session on `root` (a new one unless given), its clock `clock`.
+  static func start(
+    root: URL? = nil, scope: ResumableUploads.Scope = .session,
+    clock: any SessionClock = SystemSessionClock(),
+    _ configure: (inout BrowserDropServer.Configuration) -> Void = { _ in }
+  ) async throws -> TestSession {
+    let root =
+      root
+      ?? FileManager.default.temporaryDirectory.appending(path: "bd-resume-\(UUID().uuidString)")
+    var configuration = BrowserDropServer.Configuration()
+    configuration.port = 0
+    configuration.bindAddress = "127.0.0.1"
+    configuration.stagingRoot = root
+    configuration.reservedFreeSpace = 0
+    configuration.resumableUploads = ResumableUploads(expiresAfter: .seconds(3600), scope: scope)
+    configure(&configuration)
+    let server = BrowserDropServer(
+      configuration: configuration, pageBundle: PageSource.bundledFiles, clock: clock)
+    let log = EventLog(server.events)
+    let addresses = try await server.start()
+    return TestSession(server: server, port: addresses[0].port, log: log, root: root)
+  }
+
+  /// Sends a POST of `body` with the client's id, cuts it after `count` body bytes (a clean
+  /// close: the server reads them all) and waits until the server has paused it.
+  static func cutPost(
+    _ client: ResumeClient, _ body: [UInt8], after count: Int, pauses: PauseLog
+  ) async throws {
+    let before = await pauses.pausedCount
+    let socket = try await RawClient.connect(port: client.port)
+    try await socket.send(client.postHead(length: body.count))
+    try await socket.send(Array(body[..<count]))
+    socket.socket.close()
+    try await pauses.waitForPaused(before + 1)
+  }
+
+  @Test func configAdvertisesTheExtensionOnlyWhenOn() async throws {
+    let session = try await Self.start()
+    defer { Task { await session.stop() } }
+    let json = try #require(try await session.get("/config.json").json)
+    #expect((json["resumable"] as? [String: Any])?["expiresAfter"] as? Int == 3600)
+    let plain = try await TestSession.start()
+    defer { Task { await plain.stop() } }
+    let reply = try await plain.exchange(
+      "HEAD /upload?path=a.txt&upload=\(ResumeClient.randomID()) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    )
+    #expect(reply.status == 405, "HEAD /upload without the extension is protocol v1's 405")
+  }
+
+  /// The main trial: a 256 MiB upload cut at 40 random points (in the request head,
+  /// in the body with a clean close or a reset, and right after the last byte), resumed each
+  /// time with HEAD and PATCH, ends byte for byte as sent. What was sent in total is the file
+  /// plus what was in flight at each cut (sent but not on the disk when the next HEAD asked).
+  @Test func aLargeUploadCutFortyTimesEndsByteIdentical() async throws {
+    let session = try await Self.start()
+    defer { Task { await session.stop() } }
+    let size = 256 << 20
+    let body = TestBytes.make(size, seed: 40)
+    let seed = UInt64.random(in: 1...UInt64.max)
+    var random = SeededGenerator(seed: seed)
+    let client = ResumeClient(
+      port: session.port, path: "Videos/long.bin", id: ResumeClient.randomID())
+    // 40 cuts: 4 in a request head, 35 in the body at sorted random points, 1 after the last byte.
+    let bodyCuts = (0..<35).map { _ in Int.random(in: 1..<size, using: &random) }.sorted()
+    var plan: [Int?] = bodyCuts.map { $0 }
+    for _ in 0..<4 { plan.insert(nil, at: Int.random(in: 0...plan.count, using: &random)) }
+    plan.append(size)
+    let pauses = PauseLog(session.server.pauses)
+    var sent = 0
+    var inFlight = 0
+    var lastSent: Int?
+    var admitted = 0
+    var patches = 0
+    for (index, cut) in plan.enumerated() {
+      let known = admitted == 0 ? nil : try await client.offset()
+      let offset = known ?? 0
+      if let lastSent { inFlight += lastSent - offset }
+      let head =
+        known == nil
+        ? client.postHead(length: size) : client.patchHead(offset: offset, length: size - offset)
+      let socket = try await RawClient.connect(port: session.port)
+      guard let cut else {
+        // Half of the head, then gone: nothing is admitted, nothing changes.
+        let bytes = Array(head.utf8)
+        try await socket.send(Array(bytes[..<(bytes.count / 2)]))
+        socket.reset()
+        lastSent = offset
+        continue
+      }
+      // The head, then the body once the server has admitted it (so that no request of an
+      // earlier turn is still on its way when the next HEAD asks), then the cut: every other
+      // one a reset, which drops what the server had not read yet.
+      let pausedBefore = await pauses.pausedCount
+      let eventsBefore = await session.log.events.count
+      try await socket.send(head)
+      if known == nil {
+        try await session.log.wait { $0.count > eventsBefore }
+      } else {
+        patches += 1
+        try await pauses.waitForResumed(patches)
+      }
+      admitted += 1
+      let end = max(cut, offset)
+      if end > offset { try? await socket.send(Array(body[offset..<end])) }
+      sent += end - offset
+      lastSent = end
+      if index % 2 == 0 && end < size {
+        socket.reset()
+      } else {
+        socket.socket.close()
+      }
+      if end < size {
+        try await pauses.waitForPaused(pausedBefore + 1)
+      } else {
+        try await session.log.wait {
+          $0.contains { if case .uploadFinished = $0 { true } else { false } }
+        }
+      }
+    }
+    // The last cut came after the last byte: the upload may have been stored before it, or
+    // paused short of the end; HEAD tells, and the rest is sent.
+    let standing = try await client.head()
+    #expect(standing.status == 204)
+    let offset = Int(standing.headers["upload-offset"] ?? "") ?? -1
+    inFlight += (lastSent ?? 0) - offset
+    if offset < size {
+      let reply = try await client.exchange(
+        client.patchHead(offset: offset, length: size - offset), body[offset...])
+      #expect(reply.status == 201, "\(reply.text)")
+      sent += size - offset
+    }
+    try await session.log.wait {
+      $0.contains { if case .uploadFinished = $0 { true } else { false } }
+    }
+    let staged = session.stagedFiles()
+    #expect(staged.count == 1)
+    #expect(staged["Videos/long.bin"] == body, "the resumed file differs from what was sent")
+    let events = await session.log.events
+    #expect(events.filter { if case .uploadStarted = $0 { true } else { false } }.count == 1)
+    #expect(events.filter { if case .uploadFailed = $0 { true } else { false } }.isEmpty)
+    #expect(sent <= size + inFlight, "sent \(sent) for a \(size)-byte file, \(inFlight) in flight")
+    print(
+      "resume trial (seed \(seed)): 40 cuts, \(sent) body bytes sent for \(size) "
+        + "(+\(sent - size), \(inFlight) in flight at the cuts)")
+  }
+
+  @Test func aCutPostIsKeptDurablyAndResumedByPatch() async throws {
+    let session = try await Self.start()
+    defer { Task { await session.stop() } }
+    let pauses = PauseLog(session.server.pauses)
+    let body = TestBytes.make(300_000, seed: 2)
+    let client = ResumeClient(port: session.port, path: "a.bin", id: ResumeClient.randomID())
+    try await Self.cutPost(client, body, after: 100_000, pauses: pauses)
+    let head = try await client.head()
+    #expect(head.status == 204)
+    #expect(head.headers["upload-offset"] == "100000")
+    #expect(head.headers["upload-length"] == "300000")
+    #expect(await session.server.receivedFiles.isEmpty, "a partial is not a received file")
+    #expect(session.stagedFiles().isEmpty)
+    let reply = try await client.exchange(
+      client.patchHead(offset: 100_000, length: 200_000), body[100_000...])
+    #expect(reply.status == 201)
+    #expect(reply.json?["path"] as? String == "a.bin")
+    #expect(session.stagedFiles()["a.bin"] == body)
+    let events = try await session.log.wait {
+      $0.contains { if case .uploadFinished = $0 { true } else { false } }
+    }
+    let uploads = events.compactMap { event -> Upload? in
+      if case .uploadStarted(let upload) = event { upload } else { nil }
+    }
+    #expect(uploads.count == 1)
+    let upload = try #require(uploads.first)
+    #expect(upload.size == 300_000)
+    #expect(
+      await pauses.all == [.paused(upload, keptBytes: 100_000), .resumed(upload, offset: 100_000)])
+    // Complete: HEAD says so (a client that lost the 201 sends nothing again).
+    let after = try await client.head()
+    #expect(after.status == 204 && after.headers["upload-offset"] == "300000")
+  }
+
+  @Test func refusalsSayWhatIsWrongAndChangeNothing() async throws {
+    let session = try await Self.start()
+    defer { Task { await session.stop() } }
+    let pauses = PauseLog(session.server.pauses)
+    let body = TestBytes.make(50_000, seed: 3)
+    let client = ResumeClient(port: session.port, path: "b/c.bin", id: ResumeClient.randomID())
+    try await Self.cutPost(client, body, after: 20_000, pauses: pauses)
+    #expect(try await client.offset() == 20_000)
+
+    let mismatch = try await client.exchange(
+      client.patchHead(offset: 10_000, length: 40_000), body[10_000...])
+    #expect(mismatch.status == 409 && mismatch.errorCode == "offset_mismatch")
+    #expect(mismatch.headers["upload-offset"] == "20000")
+
+    let past = try await client.exchange(
+      client.patchHead(offset: 20_000, length: 40_000),
+      body[20_000...] + [1, 2, 3] + [UInt8](repeating: 0, count: 9_997))
+    #expect(past.status == 409 && past.errorCode == "upload_mismatch", "\(past.text)")
+    #expect(past.headers["upload-length"] == "50000")
+
+    let otherPath = try await client.exchange(
+      client.patchHead(offset: 20_000, length: 30_000, path: "other.bin"), body[20_000...])
+    #expect(otherPath.status == 409 && otherPath.errorCode == "upload_mismatch")
+    #expect(try await client.head(path: "other.bin").status == 409)
+
+    let unknown = ResumeClient(port: session.port, path: "b/c.bin", id: ResumeClient.randomID())
+    #expect(try await unknown.head().status == 404)
+    let patchUnknown = try await unknown.exchange(unknown.patchHead(offset: 0, length: 1), [7])
+    #expect(patchUnknown.status == 404 && patchUnknown.errorCode == "unknown_upload")
+
+    for bad in ["short", "AAAAAAAAAAAAAAAAAAAAAB", "0123456789ABCDEF0123456789ABCDEF", "a+b", ""] {
+      let reply = try await ResumeClient(port: session.port, path: "x.bin", id: bad).head()
+      #expect(reply.status == 400, "id \(bad)")
+    }
+    let noOffset = try await session.exchange(
+      "PATCH \(client.target) HTTP/1.1\r\nHost: \(client.host)\r\nContent-Length: 1\r\n\r\nx")
+    #expect(noOffset.status == 400 && noOffset.errorCode == "bad_request")
+
+    // None of it moved the upload or staged anything.
+    #expect(try await client.offset() == 20_000)
+    #expect(session.stagedFiles().isEmpty)
+    let done = try await client.exchange(
+      client.patchHead(offset: 20_000, length: 30_000), body[20_000...])
+    #expect(done.status == 201)
+    #expect(session.stagedFiles() == ["b/c.bin": body])
+  }
+
+  /// A POST left half-open (a Wi-Fi roam): HEAD releases it, keeping what it wrote, and the
+  /// old connection ends.
+  @Test func headReleasesAStaleRequestAndPatchContinues() async throws {
+    let session = try await Self.start()
+    defer { Task { await session.stop() } }
+    let body = TestBytes.make(2 << 20, seed: 4)
+    let client = ResumeClient(port: session.port, path: "stale.bin", id: ResumeClient.randomID())
+    let stale = try await RawClient.connect(port: session.port)
+    try await stale.send(client.postHead(length: body.count))
+    try await stale.send(Array(body[..<(1 << 20)]))
+    try await session.log.wait { !$0.isEmpty }
+    // The stale request stays open and silent; a new one asks where the upload stands.
+    let head = try await client.head()
+    #expect(head.status == 204)
+    let offset = try #require(Int(head.headers["upload-offset"] ?? ""))
+    #expect(offset <= 1 << 20)
+    #expect(try await stale.readToEnd().isEmpty, "the stale request was not ended")
+    let reply = try await client.exchange(
+      client.patchHead(offset: offset, length: body.count - offset), body[offset...])
+    #expect(reply.status == 201)
+    #expect(session.stagedFiles()["stale.bin"] == body)
+  }
+
+  /// A PATCH while another request (a stale POST, or a PATCH still running) holds the upload:
+  /// the newer request takes it over. It proceeds when it starts where the old one stopped, and
+  /// is told where that is (409) otherwise; either way the file ends right.
+  @Test(arguments: ["POST", "PATCH"])
+  func aPatchTakesOverFromARequestStillRunning(_ running: String) async throws {
+    let session = try await Self.start()
+    defer { Task { await session.stop() } }
+    let pauses = PauseLog(session.server.pauses)
+    let body = TestBytes.make(3 << 20, seed: 5)
+    let client = ResumeClient(port: session.port, path: "race.bin", id: ResumeClient.randomID())
+    var start = 0
+    if running == "PATCH" {
+      try await Self.cutPost(client, body, after: 500_000, pauses: pauses)
+      start = try #require(try await client.offset())
+    }
+    let first = try await RawClient.connect(port: session.port)
+    try await first.send(
+      running == "POST"
+        ? client.postHead(length: body.count)
+        : client.patchHead(offset: start, length: body.count - start))
+    // The first request holds the upload before the second comes.
+    if running == "POST" {
+      try await session.log.wait { !$0.isEmpty }
+    } else {
+      try await pauses.waitForResumed(1)
+    }
+    let sentByFirst = start + (1 << 20)
+    try await first.send(Array(body[start..<sentByFirst]))
+    let second = try await client.exchange(
+      client.patchHead(offset: sentByFirst, length: body.count - sentByFirst), body[sentByFirst...])
+    #expect(try await first.readToEnd().isEmpty, "the first request was not ended")
+    if second.status != 201 {
+      #expect(second.status == 409 && second.errorCode == "offset_mismatch")
+      let offset = try #require(Int(second.headers["upload-offset"] ?? ""))
+      #expect(offset < sentByFirst)
+      let retry = try await client.exchange(
+        client.patchHead(offset: offset, length: body.count - offset), body[offset...])
+      #expect(retry.status == 201)
+    }
+    #expect(session.stagedFiles() == ["race.bin": body])
+    let events = await session.log.events
+    #expect(events.filter { if case .uploadStarted = $0 { true } else { false } }.count == 1)
+  }
+
+  @Test func aPausedUploadExpiresOnTheSessionClock() async throws {
+    let clock = ManualClock()
+    let session = try await Self.start(clock: clock)
+    defer { Task { await session.stop() } }
+    let pauses = PauseLog(session.server.pauses)
+    let body = TestBytes.make(10_000, seed: 6)
+    let client = ResumeClient(port: session.port, path: "old.bin", id: ResumeClient.randomID())
+    try await Self.cutPost(client, body, after: 4_000, pauses: pauses)
+    #expect(try await client.offset() == 4_000)
+    clock.advance(by: .seconds(3599))
+    #expect(try await client.offset() == 4_000, "expired early")
+    clock.advance(by: .seconds(1))
+    #expect(try await client.head().status == 404)
+    let events = try await session.log.wait {
+      $0.contains { if case .uploadFailed(_, .timedOut) = $0 { true } else { false } }
+    }
+    #expect(events.filter { if case .uploadFailed = $0 { true } else { false } }.count == 1)
+    #expect(session.incomingEntries() == ["resumable"])
+    let incoming = try #require(
+      try FileManager.default.contentsOfDirectory(atPath: session.root.path).first {
+        $0.hasSuffix(".incoming")
+      })
+    #expect(
+      try FileManager.default.contentsOfDirectory(
+        atPath: session.root.path + "/" + incoming + "/resumable"
+      ).isEmpty, "the expired partial is still on the disk")
+  }
+
+  /// Finishing the session ends a paused upload (`.uploadFailed`, cancelled) and removes its
+  /// bytes; nothing of it is handed over.
+  @Test func finishingEndsPausedUploadsAndHandsOverOnlyCompleteFiles() async throws {
+    let session = try await Self.start()
+    let pauses = PauseLog(session.server.pauses)
+    let body = TestBytes.make(10_000, seed: 7)
+    _ = try await session.upload("done.txt", Array("hello".utf8))
+    let client = ResumeClient(port: session.port, path: "half.bin", id: ResumeClient.randomID())
+    try await Self.cutPost(client, body, after: 5_000, pauses: pauses)
+    #expect(try await client.offset() == 5_000)
+    let folder = try #require(try await session.server.finish())
+    defer { try? FileManager.default.removeItem(at: session.root) }
+    #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path) == ["done.txt"])
+    let names = try FileManager.default.contentsOfDirectory(atPath: session.root.path)
+    #expect(names == [folder.lastPathComponent], "the incoming folder and its partials stayed")
+    let events = await session.log.events
+    #expect(events.contains { if case .uploadFailed(_, .cancelled) = $0 { true } else { false } })
+  }
+
+  /// With the staging-root scope, a later server on the same root (the next kiosk batch, or the
+  /// process started again) continues an upload an earlier one was cut off in.
+  @Test func aLaterSessionOnTheSameRootResumes() async throws {
+    let first = try await Self.start(scope: .stagingRoot)
+    defer { try? FileManager.default.removeItem(at: first.root) }
+    let firstPauses = PauseLog(first.server.pauses)
+    let body = TestBytes.make(200_000, seed: 8)
+    let id = ResumeClient.randomID()
+    let before = ResumeClient(port: first.port, path: "Book/ch1.mp3.bin", id: id)
+    try await Self.cutPost(before, body, after: 70_000, pauses: firstPauses)
+    #expect(try await before.offset() == 70_000)
+    _ = try await first.server.finish()
+
+    let second = try await Self.start(root: first.root, scope: .stagingRoot)
+    let pauses = PauseLog(second.server.pauses)
+    let after = ResumeClient(port: second.port, path: "Book/ch1.mp3.bin", id: id)
+    #expect(try await after.offset() == 70_000)
+    let reply = try await after.exchange(
+      after.patchHead(offset: 70_000, length: 130_000), body[70_000...])
+    #expect(reply.status == 201)
+    #expect(second.stagedFiles() == ["Book/ch1.mp3.bin": body])
+    let events = try await second.log.wait {
+      $0.contains { if case .uploadFinished = $0 { true } else { false } }
+    }
+    let started = events.compactMap { event -> Upload? in
+      if case .uploadStarted(let upload) = event { upload } else { nil }
+    }
+    #expect(started.map(\.size) == [200_000], "the continued upload starts with its whole size")
+    #expect(await pauses.all == [.resumed(started[0], offset: 70_000)])
+    await second.stop()
+  }
+
+  /// A plain v1 upload on a resumable session is what it always was: cut off, nothing stays.
+  @Test func aPlainUploadCutOffLeavesNothing() async throws {
+    let session = try await Self.start()
+    defer { Task { await session.stop() } }
+    let socket = try await session.client()
+    try await socket.send(
+      Requests.uploadHead(port: session.port, encodedPath: "p.bin", length: 1000))
+    try await socket.send([UInt8](repeating: 1, count: 400))
+    socket.socket.close()
+    try await session.log.wait {
+      $0.contains { if case .uploadFailed(_, .connectionLost) = $0 { true } else { false } }
+    }
+    #expect(session.incomingEntries() == ["resumable"])
+  }
+}
+
+/// Collects a server's pause events; tests wait for a count of them, with a bound.
+actor PauseLog {
+  private typealias Waiter = (
+    id: Int, predicate: @Sendable ([PauseEvent]) -> Bool,
+    continuation: CheckedContinuation<Void, any Error>
+  )
+  private var nextID = 0
+  private(set) var all: [PauseEvent] = []
+  private var waiters: [Waiter] = []
+
+  struct TimedOut: Error {}
+
+  init(_ stream: AsyncStream<PauseEvent>) {
+    Task { [weak self] in
+      for await event in stream { await self?.append(event) }
+    }
+  }
+
+  var pausedCount: Int { Self.count(all, resumed: false) }
+
+  private static func count(_ events: [PauseEvent], resumed: Bool) -> Int {
+    events.filter {
+      switch $0 {
+      case .paused: !resumed
+      case .resumed: resumed
+      }
+    }.count
+  }
+
+  private func append(_ event: PauseEvent) {
+    all.append(event)
+    let events = all
+    let ready = waiters.filter { $0.predicate(events) }
+    waiters.removeAll { $0.predicate(events) }
+    for waiter in ready { waiter.continuation.resume() }
+  }
+
+  /// Waits until `count` uploads have paused in all.
+  func waitForPaused(_ count: Int) async throws {
+    try await wait { Self.count($0, resumed: false) >= count }
+  }
+
+  /// Waits until `count` uploads have resumed in all.
+  func waitForResumed(_ count: Int) async throws {
+    try await wait { Self.count($0, resumed: true) >= count }
+  }
+
+  private func wait(
+    timeout: Duration = .seconds(20), _ predicate: @escaping @Sendable ([PauseEvent]) -> Bool
+  ) async throws {
+    if predicate(all) { return }
+    let id = nextID
+    nextID += 1
+    try await withCheckedThrowingContinuation { continuation in
+      waiters.append((id, predicate, continuation))
+      Task { [weak self] in
+        try? await Task.sleep(for: timeout)
+        await self?.expire(id)
+      }
+    }
+  }
+
+  /// Fails a waiter still waiting once its bound has passed.
+  private func expire(_ id: Int) {
+    guard let index = waiters.firstIndex(where: { $0.id == id }) else { return }
+    waiters.remove(at: index).continuation.resume(throwing: TimedOut())
+  }
+}
