@@ -26,6 +26,11 @@ let package = Package(
     // any linker setting (so `--as-needed` can't drop it), and the ~105 libraries it needs would
     // be mapped at every start: 12 MiB of resident memory even when nothing goes to SMB.
     .target(name: "CSMBClientLoader"),
+    // libsystemd's sd_notify, opened with dlopen only when NOTIFY_SOCKET is set (under a
+    // Type=notify unit): only its header (libsystemd-dev) is needed to build. Not a pkg-config
+    // system library, for the reason given for libsmbclient above: linked, libsystemd and the
+    // liblzma, libzstd, liblz4, libcap and libgcrypt it needs would be mapped at every start.
+    .target(name: "CSystemdLoader"),
     .systemLibrary(
       name: "CQREncode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
 
@@ -51,7 +56,7 @@ let package = Package(
       name: "browserdrop",
       dependencies: [
         "BrowserDrop", "BrowserDropForwarding", "BrowserDropSystem", "CQREncode",
-        "CBrowserDropLinux",
+        "CBrowserDropLinux", "CSystemdLoader",
       ],
       swiftSettings: upcoming),
 
@@ -86,7 +91,7 @@ let package = Package(
       name: "BrowserDropForwardingTests", dependencies: ["BrowserDropForwarding"],
       swiftSettings: upcoming),
     .testTarget(
-      name: "BrowserDropCommandTests", dependencies: ["browserdrop"],
+      name: "BrowserDropCommandTests", dependencies: ["browserdrop", "BrowserDropSystem"],
       swiftSettings: upcoming),
   ]
 )

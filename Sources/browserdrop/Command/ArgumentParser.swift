@@ -45,6 +45,8 @@ struct ArgumentParser {
     "--quiet-period": .value("a number of seconds"),
     "--batch-folder": .value("a folder name pattern such as \"{date} {time}\""),
     "--smb-password-file": .value("a file holding the SMB password"),
+    "--name": .value("a name to advertise as NAME.local"),
+    "--metrics": .value("a port or ADDRESS:PORT"),
     "--json": .flag,
     "--no-qr": .flag,
     "--help": .flag,
@@ -190,6 +192,8 @@ struct ArgumentParser {
       case "--smb-password-file":
         guard !value.isEmpty else { throw .badValue(flag, value, "a file") }
         options.smbPasswordFile = value
+      case "--name": options.advertisedName = try OperationsFlags.name(flag, value)
+      case "--metrics": options.metrics = try OperationsFlags.metrics(flag, value)
       case "--json": options.json = true
       case "--no-qr": options.drawsQRCode = false
       default: break

@@ -35,6 +35,10 @@ struct CommandOptions: Sendable {
   var drawsQRCode = true
   var batchFolder: BatchFolderPattern?
   var smbPasswordFile: String?
+  /// `--name`: the mDNS name advertised as `NAME.local` (Operations/).
+  var advertisedName: String?
+  /// `--metrics`: where `/metrics` and `/healthz` are served (Operations/).
+  var metrics: MetricsEndpoint?
 
   /// The server configuration for one session on `port`.
   func serverConfiguration(port: Int) -> BrowserDropServer.Configuration {

@@ -74,6 +74,17 @@ enum HelpText {
                               destination that is down is retried with backoff.
       --quiet-period SECONDS  Kiosk: close a batch after this long without uploads (default 60).
 
+    OPERATIONS:
+      --name NAME             Advertise NAME.local and an _http._tcp service "BrowserDrop on
+                              NAME" on the LAN through avahi-daemon (mDNS); a name taken by
+                              another machine becomes NAME-2. Without avahi-daemon, one line
+                              says so and the addresses work as before.
+      --metrics ADDRESS:PORT  Serve GET /metrics (Prometheus text format) and GET /healthz on
+                              a listener of their own (a bare PORT means 127.0.0.1:PORT; any
+                              other address only when written out). Off by default.
+      Under systemd (Type=notify) the kiosk sends READY=1, a STATUS= line and, with
+      WatchdogSec=, WATCHDOG=1 from its event loop.
+
     OUTPUT:
       --json                  One JSON object per line on standard output instead of the
                               terminal display, its type under "event", with these fields:

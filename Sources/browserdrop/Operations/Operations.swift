@@ -1,0 +1,185 @@
+import BrowserDrop
+import BrowserDropSystem
+import FoundationEssentials
+import Glibc
+import Synchronization
+
+/// The command's operating surface for a service that runs for months: systemd's notify
+/// protocol and watchdog, `--metrics` with `/metrics` and `/healthz`. It watches the command's
+/// reports (``observing(_:)``), so the one-shot and kiosk code only pass it a few facts the
+/// reports don't carry.
+final class Operations: Sendable {
+  let state = OperationsState()
+  private let notifier: SystemdNotifier
+  private let metrics: MetricsServer?
+  private let probe: OperationsProbe
+  private let kiosk: Bool
+  private let stallForTesting: (after: Duration, for: Duration)?
+  private let flags = Mutex(Flags())
+
+  private struct Flags {
+    var ready = false
+    var stopping = false
+    var probeSoon = false
+  }
+
+  /// Sets up what `options` and `environment` ask for. Throws a sentence naming `--metrics`
+  /// when its address can't be listened on.
+  init(
+    options: CommandOptions, environment: [String: String], warn: (String) -> Void
+  ) throws(OperationsFailure) {
+    notifier = SystemdNotifier(environment: environment, warn: warn)
+    probe = OperationsProbe(stagingRoot: options.stagingRoot, destination: options.destination)
+    kiosk = options.kiosk
+    stallForTesting = Self.stall(environment["BROWSERDROP_TEST_LOOP_STALL"])
+    if let endpoint = options.metrics {
+      do {
+        metrics = try MetricsServer(host: endpoint.host, port: endpoint.port)
+      } catch {
+        throw OperationsFailure(
+          message: "Can't serve metrics on \(endpoint.shown) (--metrics): "
+            + (error.code == EADDRINUSE
+              ? "the port is taken."
+              : error.code == EADDRNOTAVAIL
+                ? "it isn't an address of this computer." : "\(error.reason)."))
+      }
+    } else {
+      metrics = nil
+    }
+  }
+
+  /// A reporter that shows everything through `reporter` and counts it here.
+  func observing(_ reporter: any Reporter) -> any Reporter {
+    ObservingReporter(inner: reporter, operations: self)
+  }
+
+  /// Kiosk: `count` batches from an earlier run wait in the outbox.
+  func noteRecoveredBatches(_ count: Int) {
+    state.noteRecoveredBatches(count)
+    updateStatus()
+  }
+
+  /// Shutdown began (a stop signal, or the one-shot session finishing): `STOPPING=1`.
+  func stopping() {
+    let first = flags.withLock { flags in
+      defer { flags.stopping = true }
+      return !flags.stopping
+    }
+    if first { notifier.stopping(status: "stopping") }
+  }
+
+  fileprivate func observe(_ report: Report) {
+    let changed = state.note(report)
+    switch report {
+    case .listening(let addresses): started(addresses)
+    case .finishing, .stopped: stopping()
+    case .forwardFailed: flags.withLock { $0.probeSoon = true }
+    default: break
+    }
+    if changed { updateStatus() }
+  }
+
+  private func updateStatus() {
+    guard flags.withLock({ $0.ready && !$0.stopping }) else { return }
+    notifier.status(state.snapshot.statusLine(kiosk: kiosk, destination: probe.destinationName))
+  }
+
+  /// The first `listening` report: the event loop runs, so its timers can start.
+  private func started(_ addresses: [Address]) {
+    let first = flags.withLock { flags in
+      defer { flags.ready = true }
+      return !flags.ready
+    }
+    guard first else { return }
+    if let metrics {
+      startMetrics(metrics)
+    }
+    notifier.ready(
+      status: state.snapshot.statusLine(kiosk: kiosk, destination: probe.destinationName))
+    if let stallForTesting {
+      EventLoopTimer.stallForTesting(after: stallForTesting.after, for: stallForTesting.for)
+    }
+  }
+
+  private func startMetrics(_ metrics: MetricsServer) {
+    let interval = 1.0
+    EventLoopTimer.every(.seconds(interval)) { [state] late in
+      state.noteLoopTick(
+        late: Double(late.components.seconds) + Double(late.components.attoseconds) / 1e18,
+        now: Monotonic.seconds(), interval: interval)
+    }
+    Task { [self] in
+      while true {
+        let reading = await self.probe.measure()
+        self.state.noteProbe(
+          stagingFreeBytes: reading.freeBytes, destinationReachable: reading.reachable)
+        // Every 5 s, or sooner after a forward failed, so a dead NAS shows within a second.
+        for _ in 0..<20 {
+          try? await Task.sleep(for: .milliseconds(250))
+          let soon = self.flags.withLock { flags in
+            defer { flags.probeSoon = false }
+            return flags.probeSoon
+          }
+          if soon { break }
+        }
+      }
+    }
+    let state = self.state
+    do {
+      try metrics.serve { path in
+        switch path {
+        case "/metrics":
+          return MetricsServer.Response(
+            status: "200 OK", contentType: MetricsText.contentType,
+            body: MetricsText.render(state.snapshot, now: Monotonic.seconds()))
+        case "/healthz":
+          if let reason = state.snapshot.unhealthyReason {
+            return MetricsServer.Response(status: "503 Service Unavailable", body: reason + "\n")
+          }
+          return MetricsServer.Response(status: "200 OK", body: "ok\n")
+        default:
+          return MetricsServer.Response(
+            status: "404 Not Found", body: "Only /metrics and /healthz are served here.\n")
+        }
+      }
+    } catch {
+      StandardOutput.error.line("browserdrop: can't serve metrics: \(error.reason).")
+    }
+  }
+
+  /// `AFTER_MS:FOR_MS`, the test seam that blocks the event loop once.
+  private static func stall(_ text: String?) -> (after: Duration, for: Duration)? {
+    guard let parts = text?.split(separator: ":"), parts.count == 2,
+      let after = Int(parts[0]), let length = Int(parts[1])
+    else { return nil }
+    return (.milliseconds(after), .milliseconds(length))
+  }
+
+  /// The line that says where metrics are served, once listening; `nil` without `--metrics`.
+  var metricsNotice: String? {
+    metrics.map { "Metrics at \($0.url), health at /healthz." }
+  }
+}
+
+/// `--metrics` could not be set up; the message names the flag.
+struct OperationsFailure: Error {
+  let message: String
+}
+
+/// Shows every report through the command's reporter and counts it for ``Operations``.
+private struct ObservingReporter: Reporter {
+  let inner: any Reporter
+  let operations: Operations
+
+  func report(_ report: Report) {
+    operations.observe(report)
+    inner.report(report)
+    if case .listening = report, let notice = operations.metricsNotice {
+      inner.report(.notice(notice))
+    }
+  }
+
+  func setHint(_ hint: String) {
+    inner.setHint(hint)
+  }
+}
