@@ -31,6 +31,10 @@ let package = Package(
     // system library, for the reason given for libsmbclient above: linked, libsystemd and the
     // liblzma, libzstd, liblz4, libcap and libgcrypt it needs would be mapped at every start.
     .target(name: "CSystemdLoader"),
+    // Avahi's client library, for --name: opened with dlopen only when a name is asked for, for
+    // the same reason (libavahi-client, libavahi-common and libdbus-1); header from
+    // libavahi-client-dev. Its publisher (a simple-poll loop on a thread of the command's) is C.
+    .target(name: "CAvahiLoader"),
     .systemLibrary(
       name: "CQREncode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
 
@@ -56,7 +60,7 @@ let package = Package(
       name: "browserdrop",
       dependencies: [
         "BrowserDrop", "BrowserDropForwarding", "BrowserDropSystem", "CQREncode",
-        "CBrowserDropLinux", "CSystemdLoader",
+        "CBrowserDropLinux", "CSystemdLoader", "CAvahiLoader",
       ],
       swiftSettings: upcoming),
 

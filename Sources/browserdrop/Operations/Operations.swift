@@ -16,6 +16,18 @@ final class Operations: Sendable {
   private let kiosk: Bool
   private let stallForTesting: (after: Duration, for: Duration)?
   private let flags = Mutex(Flags())
+  private let advertisedName: String?
+  private let mdns = Mutex(MDNSState())
+
+  private struct MDNSState {
+    var advertiser: MDNSAdvertiser?
+    /// The server's latest addresses.
+    var addresses: [Address] = []
+    /// The name published, once avahi-daemon said so.
+    var published: String?
+    /// Where the advertiser's news is shown.
+    var display: (any Reporter)?
+  }
 
   private struct Flags {
     var ready = false
@@ -31,6 +43,7 @@ final class Operations: Sendable {
     notifier = SystemdNotifier(environment: environment, warn: warn)
     probe = OperationsProbe(stagingRoot: options.stagingRoot, destination: options.destination)
     kiosk = options.kiosk
+    advertisedName = options.advertisedName
     stallForTesting = Self.stall(environment["BROWSERDROP_TEST_LOOP_STALL"])
     if let endpoint = options.metrics {
       do {
@@ -50,7 +63,8 @@ final class Operations: Sendable {
 
   /// A reporter that shows everything through `reporter` and counts it here.
   func observing(_ reporter: any Reporter) -> any Reporter {
-    ObservingReporter(inner: reporter, operations: self)
+    mdns.withLock { $0.display = reporter }
+    return ObservingReporter(inner: reporter, operations: self)
   }
 
   /// Kiosk: `count` batches from an earlier run wait in the outbox.
@@ -65,7 +79,10 @@ final class Operations: Sendable {
       defer { flags.stopping = true }
       return !flags.stopping
     }
-    if first { notifier.stopping(status: "stopping") }
+    if first {
+      notifier.stopping(status: "stopping")
+      mdns.withLock { $0.advertiser }?.stop()
+    }
   }
 
   fileprivate func observe(_ report: Report) {
@@ -74,6 +91,12 @@ final class Operations: Sendable {
     case .listening(let addresses): started(addresses)
     case .finishing, .stopped: stopping()
     case .forwardFailed: flags.withLock { $0.probeSoon = true }
+    case .server(.addressesChanged(let addresses)):
+      let advertiser = mdns.withLock { state in
+        state.addresses = addresses
+        return state.advertiser
+      }
+      advertiser?.update(addresses)
     default: break
     }
     if changed { updateStatus() }
@@ -98,6 +121,58 @@ final class Operations: Sendable {
       status: state.snapshot.statusLine(kiosk: kiosk, destination: probe.destinationName))
     if let stallForTesting {
       EventLoopTimer.stallForTesting(after: stallForTesting.after, for: stallForTesting.for)
+    }
+    if let advertisedName, let port = addresses.first?.port {
+      let advertiser = MDNSAdvertiser(name: advertisedName, port: port, addresses: addresses) {
+        [self] change in advertised(change, port: port)
+      }
+      mdns.withLock { state in
+        state.addresses = addresses
+        state.advertiser = advertiser
+      }
+    }
+  }
+
+  /// The server's address list with the published name first, as people should type it.
+  fileprivate func withName(_ report: Report) -> Report {
+    guard case .server(.addressesChanged(let addresses)) = report,
+      let name = mdns.withLock({ $0.published }), let port = addresses.first?.port
+    else { return report }
+    return .server(.addressesChanged([Self.nameAddress(name, port: port)] + addresses))
+  }
+
+  private static func nameAddress(_ name: String, port: Int) -> Address {
+    Address(host: "\(name).local", port: port, kind: .other, interface: "mDNS")
+  }
+
+  /// News from avahi-daemon: the name in use (shown, and first in the address list), a taken
+  /// name, or one line saying why nothing is advertised.
+  private func advertised(_ change: MDNSAdvertiser.Change, port: Int) {
+    let (display, addresses, announce) = mdns.withLock { state in
+      var announce = false
+      if case .established(let name) = change, state.published != name {
+        state.published = name
+        announce = true
+      }
+      return (state.display, state.addresses, announce)
+    }
+    guard let display else { return }
+    switch change {
+    case .established(let name):
+      guard announce else { return }
+      let address = Self.nameAddress(name, port: port)
+      display.report(
+        .notice(
+          "Advertised as \(address.url.absoluteString) (\"BrowserDrop on \(name)\") through avahi-daemon."
+        ))
+      display.report(.server(.addressesChanged([address] + addresses)))
+    case .renamed(let name):
+      display.report(
+        .notice(
+          "Another machine uses that name on this network; trying \(name).local (Avahi's alternative)."
+        ))
+    case .failed(let message):
+      display.report(.notice(message))
     }
   }
 
@@ -173,7 +248,7 @@ private struct ObservingReporter: Reporter {
 
   func report(_ report: Report) {
     operations.observe(report)
-    inner.report(report)
+    inner.report(operations.withName(report))
     if case .listening = report, let notice = operations.metricsNotice {
       inner.report(.notice(notice))
     }
