@@ -256,3 +256,10 @@ def test_a_taken_metrics_port_fails_at_start_naming_the_flag(tmp_path):
         )
     assert result.returncode == 1
     assert f"127.0.0.1:{port} (--metrics)" in result.stderr and "taken" in result.stderr
+
+
+def test_help_describes_the_operations_flags():
+    result = subprocess.run([BINARY, "--help"], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0
+    for text in ["OPERATIONS:", "--name NAME", "--metrics ADDRESS:PORT", "NAME-2", "Type=notify", "WatchdogSec="]:
+        assert text in result.stdout, text
