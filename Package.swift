@@ -85,17 +85,27 @@ let package = Package(
       name: "BrowserDropFaultHost", dependencies: ["BrowserDrop", "BrowserDropSystem"],
       path: "Tests/BrowserDropFaultHost", swiftSettings: upcoming),
 
+    // What the three test targets share: one HTTP client, one child-process runner, temporary
+    // folders, ports, the loopback smbd. On the toolchain alone, no library of the package,
+    // so a suite reaches the server, the binary or smbd only the way a real client would.
+    .target(
+      name: "BrowserDropTestSupport", path: "Tests/BrowserDropTestSupport", swiftSettings: upcoming
+    ),
     .testTarget(
       name: "BrowserDropSystemTests", dependencies: ["BrowserDropSystem"],
       swiftSettings: upcoming),
     .testTarget(
-      name: "BrowserDropTests", dependencies: ["BrowserDrop", "BrowserDropSystem", "CBrowserDropLinux"],
+      name: "BrowserDropTests",
+      dependencies: [
+        "BrowserDrop", "BrowserDropSystem", "CBrowserDropLinux", "BrowserDropTestSupport",
+      ],
       swiftSettings: upcoming),
     .testTarget(
-      name: "BrowserDropForwardingTests", dependencies: ["BrowserDropForwarding"],
-      swiftSettings: upcoming),
+      name: "BrowserDropForwardingTests",
+      dependencies: ["BrowserDropForwarding", "BrowserDropTestSupport"], swiftSettings: upcoming),
     .testTarget(
-      name: "BrowserDropCommandTests", dependencies: ["browserdrop", "BrowserDropSystem"],
+      name: "BrowserDropCommandTests",
+      dependencies: ["browserdrop", "BrowserDropSystem", "BrowserDropTestSupport"],
       swiftSettings: upcoming),
   ]
 )

@@ -3,34 +3,49 @@
 import FoundationEssentials
 import Glibc
 
-let command: ParsedCommand
-do {
-  command = try ArgumentParser.parse(
-    Array(CommandLine.arguments.dropFirst()), environment: ProcessInfo.processInfo.environment)
-} catch {
-  StandardOutput.error.write(
-    "browserdrop: error: \(error.message)\n"
-      + "Usage: browserdrop [--to DEST] [options]\n"
-      + "  See 'browserdrop --help' for the options.\n")
-  exitAfterOutput(2)
-}
-// The password was read into the destination; children need not inherit it.
-unsetenv("BROWSERDROP_SMB_PASSWORD")
-
 /// Exits with `status` once everything queued for standard output and standard error is written.
 func exitAfterOutput(_ status: Int32) -> Never {
   StandardOutput.shared.flush()
   exit(status)
 }
 
-switch command {
-case .help:
-  StandardOutput.shared.write(HelpText.help)
-  exitAfterOutput(0)
-case .version:
-  StandardOutput.shared.line("browserdrop \(HelpText.version)")
-  exitAfterOutput(0)
-case .run(let options):
+/// Writes a usage error to standard error and exits 2.
+func exitWithUsageError(_ error: UsageError) -> Never {
+  StandardOutput.error.write(
+    "browserdrop: error: \(error.message)\n"
+      + "Usage: browserdrop [--to DEST] [options]\n"
+      + "  See 'browserdrop --help' for the options.\n")
+  exitAfterOutput(2)
+}
+
+/// The options of the command line, or the end of the program for `--help`, `--version` and a
+/// usage error. Two steps, as in swift-argument-parser: parsing, which does no I/O, then the
+/// validation against files, folders, the environment and the rules across flags.
+func commandOptions() -> CommandOptions {
+  let parsed: ParsedCommandLine
+  do {
+    parsed = try ArgumentParser.parseWithoutValidating(Array(CommandLine.arguments.dropFirst()))
+  } catch {
+    exitWithUsageError(error)
+  }
+  switch parsed {
+  case .request(.help):
+    StandardOutput.shared.write(HelpText.help)
+    exitAfterOutput(0)
+  case .request(.version):
+    StandardOutput.shared.line("browserdrop \(HelpText.version)")
+    exitAfterOutput(0)
+  case .run(let arguments):
+    do {
+      return try arguments.validated(environment: ProcessInfo.processInfo.environment)
+    } catch {
+      exitWithUsageError(error)
+    }
+  }
+}
+
+/// Runs the session or the kiosk with `options` and exits with its status.
+func runCommand(_ options: CommandOptions) async -> Never {
   signal(SIGPIPE, SIG_IGN)
   let style = options.outputStyle(standardOutputIsTerminal: isatty(STDOUT_FILENO) == 1)
   let display = ReporterFactory.make(style: style, drawsQRCode: options.drawsQRCode)
@@ -55,3 +70,8 @@ case .run(let options):
     : await OneShotCommand(options: options, reporter: reporter).run()
   exitAfterOutput(status)
 }
+
+let checkedOptions = commandOptions()
+// The password was read into the destination; children need not inherit it.
+unsetenv("BROWSERDROP_SMB_PASSWORD")
+await runCommand(checkedOptions)

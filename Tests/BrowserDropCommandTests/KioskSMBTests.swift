@@ -1,3 +1,4 @@
+import BrowserDropTestSupport
 import Foundation
 import Testing
 
@@ -7,41 +8,25 @@ import Testing
 /// once, byte-identical (read back from the share's folder on this disk).
 @Suite("Kiosk forwarding to a real smbd", .serialized)
 struct KioskSMBTests {
-  /// The smbd that scripts/test.sh starts, from `BROWSERDROP_TEST_SMB_PORT` and
-  /// `BROWSERDROP_TEST_SMB_BASE`; throws (the test fails, never skips) when they are not set.
-  static func sharedServer() throws -> (port: Int, base: URL) {
-    let environment = ProcessInfo.processInfo.environment
-    guard let port = environment["BROWSERDROP_TEST_SMB_PORT"].flatMap({ Int($0) }),
-      let base = environment["BROWSERDROP_TEST_SMB_BASE"]
-    else {
-      throw HarnessError(
-        description:
-          "BROWSERDROP_TEST_SMB_PORT and BROWSERDROP_TEST_SMB_BASE are not set: these tests need "
-          + "the loopback smbd. Run scripts/test.sh, or start one with "
-          + "`BASE=/tmp/bd-smbd PORT=4445 scripts/smbd.sh up` and export both variables.")
-    }
-    return (port, URL(filePath: base))
-  }
-
   @Test(
     "smbd stopped before or during a batch: the batch waits, then arrives once",
     arguments: [false, true])
   func serverStopped(duringForward: Bool) async throws {
-    _ = try Self.sharedServer()
+    _ = try LoopbackSMB.shared()
     let folder = try TemporaryFolder()
     // A second smbd of this test's own, on its own port, so stopping it disturbs no other test.
     let base = folder.path("smbd")
     try FileManager.default.createDirectory(at: base, withIntermediateDirectories: true)
     let smbPort = try FreePort.closed()
-    if duringForward { try await Self.smbd("up", base: base, port: smbPort) }
+    if duringForward { try await LoopbackSMB.run("up", base: base, port: smbPort) }
     do {
       try await Self.runServerStopped(
         folder, base: base, smbPort: smbPort, duringForward: duringForward)
     } catch {
-      try? await Self.smbd("down", base: base, port: smbPort)
+      try? await LoopbackSMB.run("down", base: base, port: smbPort)
       throw error
     }
-    try await Self.smbd("down", base: base, port: smbPort)
+    try await LoopbackSMB.run("down", base: base, port: smbPort)
   }
 
   private static func runServerStopped(
@@ -66,7 +51,7 @@ struct KioskSMBTests {
     }
     if duringForward {
       try await command.waitForEvent("forwardStarted")
-      try await smbd("down", base: base, port: smbPort)
+      try await LoopbackSMB.run("down", base: base, port: smbPort)
     }
 
     // Down (from the start, or stopped under the delivery): the batch stays and the reason is
@@ -95,7 +80,7 @@ struct KioskSMBTests {
 
     // Back up: the retry delivers everything once.
     let seen = command.events.count
-    try await smbd("up", base: base, port: smbPort)
+    try await LoopbackSMB.run("up", base: base, port: smbPort)
     let forwarded = try await command.waitForEvent("forwarded", after: seen, timeout: 90)
     #expect((forwarded["renamed"] as? [Any])?.isEmpty == true, "\(forwarded)")
     command.send(SIGTERM)
@@ -107,7 +92,7 @@ struct KioskSMBTests {
 
   @Test("A wrong password keeps the batch and says so; the right one delivers it once")
   func wrongPassword() async throws {
-    let server = try Self.sharedServer()
+    let server = try LoopbackSMB.shared()
     let folder = try TemporaryFolder()
     let subfolder = "kiosk-\(UUID().uuidString.prefix(8))"
     let destination = "smb://dropper@127.0.0.1:\(server.port)/private/\(subfolder)"
@@ -160,7 +145,7 @@ struct KioskSMBTests {
 
   @Test("The password from a file, the environment or a systemd credential signs in; never shown")
   func passwordSources() async throws {
-    let server = try Self.sharedServer()
+    let server = try LoopbackSMB.shared()
     let folder = try TemporaryFolder()
     let subfolder = "password-\(UUID().uuidString.prefix(8))"
     let destination = "smb://dropper@127.0.0.1:\(server.port)/private/\(subfolder)"
@@ -224,25 +209,5 @@ struct KioskSMBTests {
     let digests = try await CrashTrialTests.sha256(
       expected.map { share.appending(path: $0) } + sources.keys.sorted().map { sources[$0]! })
     #expect(Array(digests.prefix(expected.count)) == Array(digests.suffix(expected.count)))
-  }
-
-  /// Runs `scripts/smbd.sh up|down` for this test's own smbd on `port`, serving from `base`.
-  ///
-  /// Spawned with posix_spawn and reaped on a thread of its own (`ChildProcess`): Foundation's
-  /// `Process` did not reap the script once it had started smbd in the background.
-  static func smbd(_ command: String, base: URL, port: Int) async throws {
-    let script = URL(filePath: #filePath)
-      .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-      .appending(path: "scripts/smbd.sh").path
-    var environment = ProcessInfo.processInfo.environment
-    environment["BASE"] = base.path
-    environment["PORT"] = String(port)
-    // smbd keeps the script's standard streams: no pipe of ours, so nothing waits for it.
-    let (termination, _) = try await ChildProcess.run(
-      "/bin/bash", [script, command], environment: environment, output: .inherit,
-      error: .inherit, timeout: .seconds(120))
-    guard termination == .exited(0) else {
-      throw HarnessError(description: "scripts/smbd.sh \(command) failed; see \(base.path)/log")
-    }
   }
 }

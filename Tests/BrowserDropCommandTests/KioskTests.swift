@@ -1,3 +1,4 @@
+import BrowserDropTestSupport
 import Foundation
 import Testing
 
@@ -90,7 +91,7 @@ struct KioskTests {
     // The slow upload's body is fed by the test: in flight until the test sends the rest,
     // whatever the load.
     let upload = try Uploader.startFed(as: "slow.bin", size: body.count, port: port)
-    defer { upload.signal(SIGKILL) }
+    defer { upload.cut() }
     #expect(upload.write(body.prefix(100_000)))
     try await command.waitForEvent("uploadStarted") { $0.string("path") == "slow.bin" }
     #expect(try await Uploader.upload(small, as: "small.bin", port: port) == 201)

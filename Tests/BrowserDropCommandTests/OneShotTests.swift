@@ -1,3 +1,4 @@
+import BrowserDropTestSupport
 import Foundation
 import Testing
 
@@ -75,7 +76,7 @@ struct OneShotTests {
     #expect(try await Uploader.upload(done, as: "done.txt", port: port) == 201)
     // Half of a body, fed by the test: in flight for as long as the test wants.
     let upload = try Uploader.startFed(as: "half.bin", size: 200_000, port: port)
-    defer { upload.signal(SIGKILL) }
+    defer { upload.cut() }
     #expect(upload.write(Data(repeating: 7, count: 100_000)))
     try await command.waitForEvent("uploadStarted") { $0.string("path") == "half.bin" }
     command.send(SIGINT)
@@ -440,47 +441,5 @@ struct OneShotTests {
     #expect(
       output.contains("  evil\\u{2028}name.txt arrived as evil\\u{2028}name 2.txt"), "\(output)")
     #expect(TemporaryFolder.files(in: dest) == [hostile, "evil\u{2028}name 2.txt"].sorted())
-  }
-}
-
-/// Ports for tests, on 127.0.0.1 only.
-enum FreePort {
-  /// A port nothing listens on (bound, then closed), below the kernel's ephemeral range
-  /// (32768–60999 here): a released ephemeral port can be handed at once to a parallel test's
-  /// listener on port 0 or to a client socket. Bounded attempts.
-  static func closed() throws -> Int {
-    var lastError: (any Error)?
-    for _ in 0..<50 {
-      do {
-        let listener = try silentListener(port: Int.random(in: 10_000..<20_000))
-        close(listener.descriptor)
-        return listener.port
-      } catch {
-        lastError = error
-      }
-    }
-    throw lastError!
-  }
-
-  /// A socket that listens and never accepts: connections hang in the backlog.
-  static func silentListener(port: Int = 0) throws -> (descriptor: Int32, port: Int) {
-    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
-    guard descriptor >= 0 else { throw HarnessError(description: "socket failed") }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = in_port_t(UInt16(port).bigEndian)
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &address) {
-      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-        bind(descriptor, $0, length) == 0 && listen(descriptor, 1) == 0
-          && getsockname(descriptor, $0, &length) == 0
-      }
-    }
-    guard bound else {
-      close(descriptor)
-      throw HarnessError(description: "bind failed")
-    }
-    return (descriptor, Int(UInt16(bigEndian: address.sin_port)))
   }
 }

@@ -1,3 +1,4 @@
+import BrowserDropTestSupport
 import Foundation
 import Glibc
 import Testing
@@ -35,7 +36,7 @@ struct OutputTests {
     // About 150 KiB of event lines: more than twice what a pipe holds.
     let count = 1_000
     for index in 0..<count {
-      let status = try Self.upload(
+      let status = try await Self.upload(
         path: Self.name(index), body: Array("line \(index)\n".utf8), port: port)
       try #require(status == 201, "upload \(index) answered \(status)")
     }
@@ -96,45 +97,15 @@ struct OutputTests {
     }
   }
 
-  /// One upload on a connection of its own, with blocking calls bounded by a 10 s timeout (a
-  /// server that stopped answering fails the test instead of hanging it). Returns the status.
-  private static func upload(path: String, body: [UInt8], port: Int) throws -> Int {
-    let socket = Glibc.socket(
-      AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-    guard socket >= 0 else { throw POSIXError(.EMFILE) }
-    defer { close(socket) }
-    var timeout = timeval(tv_sec: 10, tv_usec: 0)
-    setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    setsockopt(socket, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = in_port_t(UInt16(port).bigEndian)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let connected = withUnsafePointer(to: &address) {
-      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-        connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-      }
-    }
-    guard connected == 0 else { throw HarnessError(description: "connect: errno \(errno)") }
+  /// One upload on a connection of its own, every call bounded (`RawClient.timeout`): a server
+  /// that stopped answering fails the test instead of hanging it. Returns the status.
+  private static func upload(path: String, body: [UInt8], port: Int) async throws -> Int {
+    let client = try await RawClient.connect(port: port)
+    defer { client.socket.close() }
     let head =
       "POST /upload?path=\(path.replacingOccurrences(of: "/", with: "%2F")) HTTP/1.1\r\n"
       + "Host: 127.0.0.1:\(port)\r\nContent-Length: \(body.count)\r\nConnection: close\r\n\r\n"
-    let request = Array(head.utf8) + body
-    var sent = 0
-    while sent < request.count {
-      let written = request[sent...].withUnsafeBytes { send(socket, $0.baseAddress, $0.count, 0) }
-      guard written > 0 else { throw HarnessError(description: "send: errno \(errno)") }
-      sent += written
-    }
-    var reply: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 4096)
-    while true {
-      let got = buffer.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, 0) }
-      if got == 0 { break }
-      guard got > 0 else { throw HarnessError(description: "recv: errno \(errno)") }
-      reply += buffer[..<got]
-    }
-    let statusLine = String(decoding: reply.prefix(12), as: UTF8.self)
-    return Int(statusLine.dropFirst(9).prefix(3)) ?? 0
+    try await client.send(Array(head.utf8) + body)
+    return try await client.readReply().status
   }
 }

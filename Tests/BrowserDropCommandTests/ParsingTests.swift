@@ -1,5 +1,6 @@
 import BrowserDrop
 import BrowserDropForwarding
+import BrowserDropTestSupport
 import Foundation
 import Testing
 

@@ -1,3 +1,4 @@
+import BrowserDropTestSupport
 import Foundation
 import Testing
 
@@ -8,36 +9,17 @@ struct TerminalTests {
   final class Tmux: Sendable {
     let socket = "browserdrop-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
 
-    /// Runs tmux with `posix_spawn` and `waitpid`: Foundation's `Process` watches a descriptor
-    /// that the forked tmux server inherits, so it would never see the client exit.
+    /// Runs tmux through `ChildProcess` with its output in a file: the tmux server it forks
+    /// keeps the client's standard output open, so a pipe would never reach its end (and
+    /// Foundation's `Process` would never see the client exit).
     @discardableResult
     func run(_ arguments: [String]) async throws -> String {
       let capture = FileManager.default.temporaryDirectory.appending(
         path: "\(socket)-\(UUID()).txt")
       defer { try? FileManager.default.removeItem(at: capture) }
-      var actions = posix_spawn_file_actions_t()
-      posix_spawn_file_actions_init(&actions)
-      defer { posix_spawn_file_actions_destroy(&actions) }
-      posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-      posix_spawn_file_actions_addopen(
-        &actions, 1, capture.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-      posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-      let argv = (["tmux", "-L", socket] + arguments).map { strdup($0) } + [nil]
-      defer { for pointer in argv { free(pointer) } }
-      var pid: pid_t = 0
-      guard posix_spawn(&pid, "/usr/bin/tmux", &actions, nil, argv, environ) == 0 else {
-        throw HarnessError(description: "tmux could not be started")
-      }
-      var status: Int32 = 0
-      let deadline = Date().addingTimeInterval(20)
-      while waitpid(pid, &status, WNOHANG) == 0 {
-        guard Date() < deadline else {
-          kill(pid, SIGKILL)
-          _ = waitpid(pid, &status, 0)
-          throw HarnessError(description: "tmux \(arguments) did not finish")
-        }
-        try await Task.sleep(for: .milliseconds(10))
-      }
+      _ = try await ChildProcess.run(
+        "/usr/bin/tmux", ["-L", socket] + arguments, output: .file(capture.path), error: .null,
+        timeout: .seconds(20))
       return String(decoding: (try? Data(contentsOf: capture)) ?? Data(), as: UTF8.self)
     }
 
@@ -113,10 +95,10 @@ struct TerminalTests {
     #expect(escaped.contains("2 files received"), "\(escaped)")
     // An upload cut off half-way scrolls up as failed and is counted in the summary.
     let cut = try Uploader.startFed(as: "cut.bin", size: 100_000, port: port)
-    defer { cut.signal(SIGKILL) }
+    defer { cut.cut() }
     #expect(cut.write(Data(repeating: 1, count: 10_000)))
     _ = try await tmux.waitForScreen("the cut upload in flight") { $0.contains("1 in flight") }
-    cut.signal(SIGKILL)
+    cut.cut()
     let failed = try await tmux.waitForScreen("the failed line") {
       $0.contains("✗ Failed cut.bin: The connection was lost before the whole file arrived.")
     }

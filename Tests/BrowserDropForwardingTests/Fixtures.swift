@@ -1,17 +1,15 @@
+import BrowserDropTestSupport
 import Foundation
 import Testing
 
 @testable import BrowserDropForwarding
 
-/// A scratch folder tree for one test, removed at the end.
-struct Scratch {
-  let root: URL
+/// A scratch folder tree for one test, removed at the end (or by `remove()`).
+typealias Scratch = TemporaryFolder
 
-  init() throws {
-    root = URL(fileURLWithPath: NSTemporaryDirectory())
-      .appendingPathComponent("bdfwd-\(UUID().uuidString)")
-    try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
-  }
+extension TemporaryFolder {
+  /// The scratch root.
+  var root: URL { url }
 
   /// Writes `files` (relative path → contents) under `folder` inside the scratch root.
   @discardableResult
@@ -23,10 +21,6 @@ struct Scratch {
         at: folder.appendingPathComponent(empty), withIntermediateDirectories: true)
     }
     return folder
-  }
-
-  func remove() {
-    try? FileManager.default.removeItem(at: root)
   }
 }
 

@@ -1,3 +1,4 @@
+import BrowserDropTestSupport
 import Foundation
 import Testing
 

@@ -1,3 +1,4 @@
+import BrowserDropTestSupport
 import Foundation
 import Glibc
 import Testing
@@ -84,7 +85,7 @@ struct SMBFailureTests {
     let scratch = try Scratch()
     defer { scratch.remove() }
     let source = try scratch.folder("drop", Self.files)
-    let destination = try SMBDestination("smb://127.0.0.1:\(try unusedPort())/guest/x")
+    let destination = try SMBDestination("smb://127.0.0.1:\(try FreePort.closed())/guest/x")
     await expectFailure(
       source, to: destination, .connectionRefused,
       "Couldn't reach 127.0.0.1 — the connection was refused. "
@@ -97,7 +98,8 @@ struct SMBFailureTests {
     let scratch = try Scratch()
     defer { scratch.remove() }
     let source = try scratch.folder("drop", Self.files)
-    let silent = try LoopbackSocket(listening: true)
+    let silent = try FreePort.silentListener()
+    defer { close(silent.descriptor) }
     let destination = try SMBDestination(
       "smb://127.0.0.1:\(silent.port)/guest/x", options: SMBOptions(timeout: .seconds(1)))
     let started = ContinuousClock.now
@@ -224,8 +226,8 @@ func stopSMBDMidTransferThenResume(largeFile: Int) async throws {
   defer { scratch.remove() }
   // A second smbd of our own, so stopping it cannot disturb the other tests.
   let base = scratch.root.appendingPathComponent("smbd")
-  let port = try unusedPort()
-  try await smbdHarness("up", base: base, port: port)
+  let port = try FreePort.closed()
+  try await LoopbackSMB.run("up", base: base, port: port)
   let own = TestSMBServer(port: port, base: base)
   let files = [
     "a.bin": bytes(1 << 20, seed: 21), "b.bin": bytes(largeFile, seed: 22),
@@ -240,7 +242,11 @@ func stopSMBDMidTransferThenResume(largeFile: Int) async throws {
       guard progress.currentFile == "b.bin", progress.completedBytes > 1 << 20,
         await stopped.claim()
       else { return }
-      try? await smbdHarness("down", base: base, port: port)
+      do {
+        try await LoopbackSMB.run("down", base: base, port: port)
+      } catch {
+        Issue.record(error)
+      }
     }
   }
   #expect(failure?.kind == .connectionLost)
@@ -248,9 +254,9 @@ func stopSMBDMidTransferThenResume(largeFile: Int) async throws {
     failure?.description == "Lost the connection to 127.0.0.1 while sending “b.bin”. "
       + "Forward again to finish; files that arrived won't be sent twice.")
 
-  try await smbdHarness("up", base: base, port: port)
+  try await LoopbackSMB.run("up", base: base, port: port)
   let report = try await Forwarder().forward(folder: source, to: destination)
-  try await smbdHarness("down", base: base, port: port)
+  try await LoopbackSMB.run("down", base: base, port: port)
   #expect(try contents(of: own.directory("guest").appendingPathComponent("mid")) == files)
   #expect(report.resumedFiles == 1)
 }

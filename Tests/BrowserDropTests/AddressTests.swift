@@ -1,3 +1,4 @@
+import BrowserDropTestSupport
 import CBrowserDropLinux
 import Foundation
 import Glibc
@@ -144,10 +145,10 @@ struct AddressTests {
         script.append("ip link set \(peer) up")
       }
     }
-    let host = ChildRun.product("BrowserDropTestHost").path
+    let host = ChildProcess.product("BrowserDropTestHost").path
     // Standard input is empty, so the host prints where it listens and ends its session.
     script.append("exec '\(host)' --staging '\(staging.path)' --bind all")
-    let run = try await ChildRun.run(
+    let run = try await ChildProcess.capture(
       "/usr/bin/unshare", ["--net", "--", "/bin/sh", "-c", script.joined(separator: "\n")],
       environment: ["PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"])
     #expect(run.status == 0, "\(run.errorOutput)")

@@ -1,3 +1,4 @@
+import BrowserDropTestSupport
 import Foundation
 import Glibc
 import Testing
@@ -14,7 +15,7 @@ struct CaseInsensitiveVolumeTests {
   struct CaseFoldingVolume {
     let base: URL
     let mountPoint: URL
-    let process: Process
+    let process: ChildProcess
 
     static let script = URL(filePath: #filePath).deletingLastPathComponent()
       .deletingLastPathComponent().appending(path: "Fixtures/casefold_fs.py")
@@ -26,15 +27,13 @@ struct CaseInsensitiveVolumeTests {
       for folder in [mountPoint, backing] {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
       }
-      process = Process()
-      process.executableURL = URL(filePath: "/usr/bin/python3")
-      process.arguments = [Self.script.path, backing.path, mountPoint.path]
-      process.standardInput = FileHandle.nullDevice
-      try process.run()
+      process = try ChildProcess(
+        "/usr/bin/python3", [Self.script.path, backing.path, mountPoint.path], input: .null,
+        output: .inherit, error: .inherit)
       // Mounted when the mount table says so (bounded).
       let deadline = ContinuousClock.now + .seconds(15)
       while !Self.isMounted(mountPoint.path) {
-        guard process.isRunning, ContinuousClock.now < deadline else {
+        guard process.termination == nil, ContinuousClock.now < deadline else {
           stop()
           throw CancellationError()
         }
@@ -51,8 +50,8 @@ struct CaseInsensitiveVolumeTests {
     /// Unmounts (the file system's process then ends), waits for it, bounded, and cleans up.
     func stop() {
       if umount2(mountPoint.path, 0) != 0 { umount2(mountPoint.path, Int32(MNT_DETACH)) }
-      for _ in 0..<500 where process.isRunning { usleep(10_000) }
-      if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+      for _ in 0..<500 where process.termination == nil { usleep(10_000) }
+      process.signal(SIGKILL)
       try? FileManager.default.removeItem(at: base)
     }
   }

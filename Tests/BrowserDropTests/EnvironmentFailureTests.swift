@@ -1,3 +1,4 @@
+import BrowserDropTestSupport
 import Foundation
 import Testing
 
@@ -5,12 +6,12 @@ import Testing
 /// in a process of its own (BrowserDropFaultHost), since the failure would reach every other
 /// test sharing this process's descriptor table or event loop.
 @Suite struct EnvironmentFailureTests {
-  private func runHost(_ mode: String) async throws -> ChildRun {
+  private func runHost(_ mode: String) async throws -> ChildProcess.Captured {
     let staging = FileManager.default.temporaryDirectory.appending(
       path: "browserdrop-fault-\(UUID().uuidString)")
     defer { try? FileManager.default.removeItem(at: staging) }
-    return try await ChildRun.run(
-      ChildRun.product("BrowserDropFaultHost").path, [mode, staging.path],
+    return try await ChildProcess.capture(
+      ChildProcess.product("BrowserDropFaultHost").path, [mode, staging.path],
       environment: ProcessInfo.processInfo.environment, timeout: .seconds(120))
   }
 

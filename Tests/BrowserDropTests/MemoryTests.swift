@@ -1,3 +1,4 @@
+import BrowserDropTestSupport
 import Foundation
 import Glibc
 import Testing
@@ -9,65 +10,46 @@ import Testing
 /// sniffing on), so that nothing else this test process does counts.
 @Suite("Memory: a 1 GiB upload")
 struct MemoryTests {
-  /// The host, with its standard output read line by line on a thread of its own.
-  final class Host: @unchecked Sendable {
-    let process = Process()
-    private let input = Pipe()
-    private let lines: AsyncStream<String>
+  /// The host, its standard output read by `ChildProcess`'s threads.
+  final class Host: Sendable {
+    let process: ChildProcess
 
     init(staging: URL) throws {
-      process.executableURL = ChildRun.product("BrowserDropTestHost")
-      process.arguments = ["--staging", staging.path]
-      let output = Pipe()
-      process.standardOutput = output
-      process.standardInput = input
-      process.standardError = FileHandle.nullDevice
-      let (stream, continuation) = AsyncStream<String>.makeStream()
-      lines = stream
-      let reader = output.fileHandleForReading
-      Thread.detachNewThread {
-        var pending = Data()
-        while true {
-          let chunk = reader.availableData
-          if chunk.isEmpty { break }
-          pending.append(chunk)
-          while let newline = pending.firstIndex(of: 0x0A) {
-            continuation.yield(String(decoding: pending[..<newline], as: UTF8.self))
-            pending.removeSubrange(...newline)
-          }
-        }
-        continuation.finish()
-      }
-      try process.run()
+      process = try ChildProcess(
+        ChildProcess.product("BrowserDropTestHost").path, ["--staging", staging.path],
+        input: .pipe, output: .pipe, error: .null)
     }
 
     /// The port from the first line (`listening`).
     func port() async throws -> Int {
-      for await line in lines {
-        if let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-          object["event"] as? String == "listening", let port = object["port"] as? Int
-        {
-          return port
+      let deadline = ContinuousClock.now + .seconds(30)
+      while ContinuousClock.now < deadline {
+        let text = String(decoding: process.output, as: UTF8.self)
+        for line in text.split(separator: "\n") {
+          if let object = try? JSONSerialization.jsonObject(with: Data(line.utf8))
+            as? [String: Any],
+            object["event"] as? String == "listening", let port = object["port"] as? Int
+          {
+            return port
+          }
         }
+        if process.finished != nil { break }
+        try await Task.sleep(for: .milliseconds(20))
       }
       throw RawClient.ClientError.closedWithoutReply("the host ended without listening")
     }
 
     /// Peak resident set size so far, in KiB (`VmHWM`).
     var peakKiB: Int {
-      let status = FloodTests.readAll("/proc/\(process.processIdentifier)/status")
+      let status = FloodTests.readAll("/proc/\(process.pid)/status")
       let line = status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") }
       return Int(line?.split(separator: " ").dropFirst().first ?? "") ?? -1
     }
 
     /// Ends the session (end of input) and waits, bounded, for the process to exit.
     func stop() async {
-      try? input.fileHandleForWriting.close()
-      let deadline = ContinuousClock.now + .seconds(20)
-      while process.isRunning, ContinuousClock.now < deadline {
-        try? await Task.sleep(for: .milliseconds(20))
-      }
-      if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+      process.closeInput()
+      if await process.wait(timeout: .seconds(20)) == nil { process.signal(SIGKILL) }
     }
   }
 

@@ -1,3 +1,4 @@
+import BrowserDropTestSupport
 import CBrowserDropLinux
 import Foundation
 import Glibc

@@ -1,3 +1,4 @@
+import BrowserDropTestSupport
 import Foundation
 import Glibc
 import Testing
@@ -30,8 +31,8 @@ struct SeedQuickStartTests {
     try Data("keep".utf8).write(to: root.appending(path: "outbox/keep.txt"))
     let inbox = temporary.appending(path: "Inbox")
 
-    let run = try await ChildRun.run(
-      "/usr/bin/unshare", ["--net", "--", ChildRun.product("SeedQuickStart").path, inbox.path],
+    let run = try await ChildProcess.capture(
+      "/usr/bin/unshare", ["--net", "--", ChildProcess.product("SeedQuickStart").path, inbox.path],
       environment: ["TMPDIR": temporary.path, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"])
     #expect(run.status == 0, "\(run.errorOutput)")
     #expect(run.errorOutput.isEmpty)

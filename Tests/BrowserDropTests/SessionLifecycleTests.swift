@@ -1,3 +1,4 @@
+import BrowserDropTestSupport
 import Foundation
 import Glibc
 import Testing
@@ -93,7 +94,7 @@ struct SessionLifecycleTests {
     defer { Task { await session.stop() } }
     await session.server.suspend()
 
-    let briefly = try Self.listen(on: session.port)
+    let briefly = try FreePort.silentListener(port: session.port).descriptor
     // Released from a thread of its own: a loaded test process can hold its tasks back for
     // longer than `resume()` keeps trying.
     Thread.detachNewThread {
@@ -105,7 +106,7 @@ struct SessionLifecycleTests {
     #expect(try await session.upload("after.txt", [1]).status == 201)
 
     await session.server.suspend()
-    let forGood = try Self.listen(on: session.port)
+    let forGood = try FreePort.silentListener(port: session.port).descriptor
     defer { close(forGood) }
     let started = ContinuousClock.now
     await #expect {
@@ -115,29 +116,6 @@ struct SessionLifecycleTests {
       return port == session.port
     }
     #expect(ContinuousClock.now - started >= .milliseconds(900))
-  }
-
-  /// A listening socket on 127.0.0.1:`port`, as another program would hold it.
-  private static func listen(on port: Int) throws -> Int32 {
-    // Close-on-exec: a process another test starts meanwhile must not keep it past `exec`.
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
-    var one: Int32 = 1
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = in_port_t(UInt16(port).bigEndian)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let bound = withUnsafePointer(to: &address) {
-      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-        bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-      }
-    }
-    guard bound == 0, Glibc.listen(fd, 4) == 0 else {
-      let code = errno
-      close(fd)
-      throw POSIXError(POSIXErrorCode(rawValue: code) ?? .EIO)
-    }
-    return fd
   }
 
   @Test func suspendCutsAnUploadInFlightAndReportsIt() async throws {

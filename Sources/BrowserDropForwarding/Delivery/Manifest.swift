@@ -31,7 +31,7 @@ struct Manifest: Sendable {
 
   /// Reads the manifest in `folder`, if any.
   static func load(folder: String, destination: String) async throws -> Manifest {
-    try await DedicatedThread.localIO.run {
+    await DedicatedThread.localIO.run {
       var manifest = Manifest(path: folder + "/" + fileName, destination: destination)
       guard let data = FileManager.default.contents(atPath: manifest.path) else { return manifest }
       let decoder = JSONDecoder()

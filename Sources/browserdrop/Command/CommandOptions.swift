@@ -2,7 +2,9 @@ import BrowserDrop
 import BrowserDropForwarding
 import FoundationEssentials
 
-/// Everything the command line said, checked and ready to use.
+/// Everything the command line said, checked and ready to use: the parsed arguments (read
+/// through them, `options.port`) and what their validation found on the system.
+@dynamicMemberLookup
 struct CommandOptions: Sendable {
   /// How output is written.
   enum OutputStyle: Sendable, Equatable {
@@ -14,57 +16,49 @@ struct CommandOptions: Sendable {
     case json
   }
 
-  var destination: DestinationChoice?
-  var bindAddress: String?
-  var port = 80
-  var stagingRoot = BrowserDropServer.Configuration.defaultStagingRoot
-  var allowedExtensions: Set<String>?
-  var maximumFileSize: Int?
-  var reservedFreeSpace = 1 << 30
-  var maximumConnections = 64
-  var maximumConcurrentUploads = 3
-  var idleTimeout = 30.0
-  var durability = true
-  var contentPolicy = ContentPolicy.rejectDisguised
-  var pageSettings = PageSettings()
-  var pageDirectory: URL?
-  var collisionPolicy = CollisionPolicy.rename
-  var kiosk = false
-  var quietPeriod = 60.0
-  var json = false
-  var drawsQRCode = true
-  var batchFolder: BatchFolderPattern?
-  var smbPasswordFile: String?
-  /// `--name`: the mDNS name advertised as `NAME.local` (Operations/).
-  var advertisedName: String?
-  /// `--metrics`: where `/metrics` and `/healthz` are served (Operations/).
-  var metrics: MetricsEndpoint?
+  /// The command line as parsed.
+  let arguments: ParsedArguments
+  /// `--to`, resolved: a folder that is or can become one, or an SMB share with its password.
+  let destination: DestinationChoice?
+  /// `--staging` with `~` expanded, or the library's default.
+  let stagingRoot: URL
+  /// The page's settings, with the strings read from `--strings`.
+  let pageSettings: PageSettings
+  /// `--page`'s folder, checked to hold index.html.
+  let pageDirectory: URL?
+  /// `--quiet-period`, or its default.
+  let quietPeriod: Double
+
+  /// The parsed value of a flag that needs no validation, `options.port`.
+  subscript<Value>(dynamicMember keyPath: KeyPath<ParsedArguments, Value>) -> Value {
+    arguments[keyPath: keyPath]
+  }
 
   /// The server configuration for one session on `port`.
   func serverConfiguration(port: Int) -> BrowserDropServer.Configuration {
     BrowserDropServer.Configuration(
-      allowedExtensions: allowedExtensions,
-      maximumFileSize: maximumFileSize,
-      reservedFreeSpace: reservedFreeSpace,
-      idleTimeout: .milliseconds(Int((idleTimeout * 1000).rounded())),
-      maximumConnections: maximumConnections,
-      maximumConcurrentUploads: maximumConcurrentUploads,
+      allowedExtensions: arguments.allowedExtensions,
+      maximumFileSize: arguments.maximumFileSize,
+      reservedFreeSpace: arguments.reservedFreeSpace,
+      idleTimeout: .milliseconds(Int((arguments.idleTimeout * 1000).rounded())),
+      maximumConnections: arguments.maximumConnections,
+      maximumConcurrentUploads: arguments.maximumConcurrentUploads,
       stagingRoot: stagingRoot,
       pageSettings: pageSettings,
       page: pageDirectory.map { .custom(directory: $0) } ?? .bundled,
       port: port,
-      bindAddress: bindAddress,
-      durability: durability,
-      contentPolicy: contentPolicy)
+      bindAddress: arguments.bindAddress,
+      durability: arguments.durability,
+      contentPolicy: arguments.contentPolicy)
   }
 
   /// The batch folder pattern in effect: the given one, or `{date} {time}` in kiosk mode.
   var effectiveBatchFolder: BatchFolderPattern? {
-    batchFolder ?? (kiosk ? BatchFolderPattern.kioskDefault : nil)
+    arguments.batchFolder ?? (arguments.kiosk ? BatchFolderPattern.kioskDefault : nil)
   }
 
   /// Terminal UI only when standard output is a terminal and `--json` is off.
   func outputStyle(standardOutputIsTerminal: Bool) -> OutputStyle {
-    json ? .json : standardOutputIsTerminal ? .terminal : .plain
+    arguments.json ? .json : standardOutputIsTerminal ? .terminal : .plain
   }
 }

@@ -8,9 +8,10 @@ enum DestinationChoice: Sendable {
   /// `smb://[user@]host[:port]/share[/path]`, checked, with the password read from a safe place.
   case smb(address: String, credentials: Credentials?)
 
-  /// Parses the value of `--to`. The SMB password is read from `passwordFile`, then
-  /// `BROWSERDROP_SMB_PASSWORD`, then `$CREDENTIALS_DIRECTORY/smb-password`.
-  static func parse(
+  /// Checks the value of `--to` and finds what it names, in the validation step: a local folder
+  /// must be one or be able to become one, and the SMB password is read from `passwordFile`,
+  /// then `BROWSERDROP_SMB_PASSWORD`, then `$CREDENTIALS_DIRECTORY/smb-password`.
+  static func resolve(
     _ text: String, passwordFile: String?, environment: [String: String]
   ) throws(UsageError) -> DestinationChoice {
     guard !text.isEmpty else { throw .badValue("--to", text, "a folder or an smb:// address") }

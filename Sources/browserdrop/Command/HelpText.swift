@@ -3,8 +3,11 @@ enum HelpText {
   /// The version printed by `--version`.
   static let version = "0.1.0"
 
-  /// The help text, complete enough to use the command without the README.
-  static let help = """
+  /// The help text, complete enough to use the command without the README: the overview, each
+  /// section of flags as `CommandFlags` declares them, then what no single flag says.
+  static let help = overview + flagSections(CommandFlags.all) + details
+
+  private static let overview = """
     OVERVIEW: Receive files from any browser on the local network.
 
     browserdrop serves an upload page on this computer. People on the same network open the
@@ -14,104 +17,9 @@ enum HelpText {
     USAGE: browserdrop [--to DEST] [options]
            browserdrop --kiosk --to DEST [options]
 
-    DESTINATION:
-      --to DEST               A local folder, or smb://[user@]host[:port]/share[/path].
-                              Without --to the staged folder is kept and its path printed.
-      --on-conflict POLICY    When a name is taken at the destination: rename (default,
-                              "report.pdf" arrives as "report 2.pdf"), replace, or fail.
-                              Folders always merge; the policy applies to each file.
-      --batch-folder PATTERN  Put each batch in its own folder named after PATTERN, with
-                              {date} (2025-03-14), {time} (09.26.53) and {n} (batch number).
-                              Default "{date} {time}" in kiosk mode, none otherwise.
-                              With an smb:// destination the pattern may not hold
-                              \\ : * ? " < > | nor end in a dot or a space.
-      --smb-password-file FILE
-                              Read the SMB password from FILE (see SMB PASSWORDS).
+    """
 
-    SERVER:
-      --bind ADDRESS          Listen on this IP address only (default: all interfaces).
-      --port N                TCP port (default 80, falling back to 8080 when 80 is taken
-                              or not permitted; 0 picks a free port).
-      --staging DIR           Where uploads wait (default: browserdrop in the temp folder).
-                              Leftovers of crashed sessions there are removed at start.
-      --max-connections N     Most connections open at once (default 64).
-      --max-concurrent N      Uploads the page runs at once (default 3). Browsers open at
-                              most 6 connections per host, so above 6 at most 6 run.
-      --idle-timeout SECONDS  Close a connection silent for this long (default 30).
-      --durability on|off     Flush each file to the disk before answering the upload
-                              (default on). Off is faster; a power cut can then lose the
-                              last files that were acknowledged.
-
-    LIMITS:
-      --content-check MODE    What each file's content may be, detected with libmagic:
-                              disguised (default) refuses an executable or script named as
-                              media, a document or text; off detects nothing; a list of MIME
-                              patterns such as audio/*,application/pdf accepts only those.
-      --allow EXT[,EXT...]    Accept only these extensions, case-insensitive (default: any).
-      --max-file-size SIZE    Largest accepted file: bytes, or 500K / 20M / 8G / 1T
-                              (binary units: 1K = 1024 bytes). Default: no limit.
-      --reserve SIZE          Free space always left on the staging volume (default 1G).
-
-    PAGE:
-      --title TEXT            The page's title.
-      --language CODE         The page's language, e.g. en, es, pt-BR.
-      --accent #RRGGBB        The page's accent colour.
-      --strings FILE.json     Replacement texts for the page, a JSON object of strings by
-                              key, e.g. {"dropTitle": "Drop scans here"}. The keys:
-                              \(PageStrings.helpLines)
-                              {done}, {total} and {count} are filled in. With the bundled
-                              page an unknown key is a usage error.
-      --page DIR              Serve your own page from DIR (it must hold index.html) instead
-                              of the bundled one. It must speak protocol v1: read its
-                              settings from GET /config.json and send each file's bytes as
-                              POST /upload?path=<relative path, percent-encoded>.
-
-    KIOSK:
-      --kiosk                 Serve continuously, in batches: a batch closes after the quiet
-                              period with nothing in flight, is moved to the outbox (under the
-                              staging folder) and forwarded; a new session starts at once on
-                              the same port. Batches left by a crash are forwarded at start; a
-                              destination that is down is retried with backoff.
-      --quiet-period SECONDS  Kiosk: close a batch after this long without uploads (default 60).
-
-    OPERATIONS:
-      --name NAME             Advertise NAME.local and an _http._tcp service "BrowserDrop on
-                              NAME" on the LAN through avahi-daemon (mDNS); a name taken by
-                              another machine becomes NAME-2. Without avahi-daemon, one line
-                              says so and the addresses work as before.
-      --metrics ADDRESS:PORT  Serve GET /metrics (Prometheus text format) and GET /healthz on
-                              a listener of their own (a bare PORT means 127.0.0.1:PORT; any
-                              other address only when written out). Off by default.
-      Under systemd (Type=notify) the kiosk sends READY=1, a STATUS= line and, with
-      WatchdogSec=, WATCHDOG=1 from its event loop.
-
-    OUTPUT:
-      --json                  One JSON object per line on standard output instead of the
-                              terminal display, its type under "event", with these fields:
-                                listening         addresses: [{url, kind, interface}]
-                                uploadStarted     path, size
-                                uploadFinished    path, size, mimeType (or null), kind
-                                uploadFailed      path, reason
-                                addressesChanged  addresses
-                                interrupted       (the listener was lost and is resumed)
-                                finishing         (one-shot: Enter or a signal)
-                                nothingArrived
-                                batchClosed       batch, files, bytes (kiosk)
-                                forwardStarted    destination
-                                forwardProgress   files, totalFiles, bytes, totalBytes
-                                forwarded         destination, files, bytes,
-                                                  renamed: [{from, to}]
-                                forwardFailed     message, staging (where files are kept)
-                                retrying          seconds (kiosk)
-                                kept              staging, files, bytes (no --to)
-                                stopped           message, staging (or null)
-                                notice            message
-      --no-qr                 Don't draw the QR code of the first address.
-
-    GENERAL:
-      -h, --help              Show this help.
-      --version               Show the version.
-
+  private static let details = """
     ONE-SHOT MODE (the default):
       Press Enter, or send SIGINT (Ctrl-C) or SIGTERM, to finish: uploads still in flight are
       dropped, complete files are forwarded to --to and a summary is printed. End of input is
@@ -139,4 +47,32 @@ enum HelpText {
       browserdrop --kiosk --quiet-period 120 --to smb://intake@192.168.1.50/scans --json
 
     """
+
+  /// The column where the flags' help starts, as in swift-argument-parser.
+  static let helpColumn = 26
+
+  /// Each section of `flags` under its title, the flags in their declared order.
+  static func flagSections(_ flags: [Flag]) -> String {
+    HelpSection.allCases.map { section in
+      "\n\(section.rawValue):\n"
+        + flags.filter { $0.section == section }.map(entry(for:)).joined()
+    }.joined() + "\n"
+  }
+
+  /// One flag in `--help`: its label on the left, its help from `helpColumn` on, the label on
+  /// a line of its own when it reaches the column.
+  static func entry(for flag: Flag) -> String {
+    let label = "  " + flag.helpLabel
+    let indent = String(repeating: " ", count: helpColumn)
+    var text = label
+    for (index, line) in flag.help.enumerated() {
+      if index == 0, label.count + 2 <= helpColumn {
+        text += String(repeating: " ", count: helpColumn - label.count) + line + "\n"
+      } else {
+        if index == 0 { text += "\n" }
+        text += indent + line + "\n"
+      }
+    }
+    return flag.help.isEmpty ? text + "\n" : text
+  }
 }

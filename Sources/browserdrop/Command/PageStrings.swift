@@ -1,16 +1,14 @@
-/// The text keys of the bundled page, which `--strings` may replace (Page/app.js,
-/// `DEFAULT_STRINGS`). The page ignores any other key, so one in the file is a typo.
+import BrowserDrop
+
+/// The text keys of the bundled page, which `--strings` may replace: those of `DEFAULT_STRINGS`
+/// in Page/app.js, which the page embedder reads at build time. The page ignores any other key,
+/// so one in the file is a typo.
 enum PageStrings {
   /// Every key, in the page's order.
-  static let keys = [
-    "title", "subtitle", "dropTitle", "dropHint", "chooseFiles", "chooseFolder", "summaryEmpty",
-    "summary", "queued", "uploading", "uploaded", "failed", "waitingForDevice",
-    "deviceUnreachable", "notEnoughSpace", "tooLarge", "unsupported", "pathConflict", "skipped",
-    "retry", "doneHint", "loadError",
-  ]
+  static let keys = BundledPageStrings.keys
 
-  /// The keys for `--help`, comma-separated and wrapped to the help's right-hand column.
-  static var helpLines: String {
+  /// The keys for `--help`, comma-separated, one entry a line of the help's right-hand column.
+  static var helpLines: [String] {
     var lines: [String] = []
     var line = ""
     for (index, key) in keys.enumerated() {
@@ -23,6 +21,6 @@ enum PageStrings {
       }
     }
     lines.append(line)
-    return lines.joined(separator: "\n" + String(repeating: " ", count: 26))
+    return lines
   }
 }

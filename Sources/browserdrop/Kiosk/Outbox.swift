@@ -64,8 +64,7 @@ struct Outbox: Sendable {
       claimed.insert(entry.source)
     }
     var rescued = 0
-    let names = try FileManager.default.contentsOfDirectory(atPath: root.path).sorted()
-    for name in names where name.hasPrefix("session-") && !claimed.contains(name) {
+    for name in try StagingLayout.sessionFolderNames(in: root) where !claimed.contains(name) {
       let folder = root.appending(path: name, directoryHint: .isDirectory)
       guard Self.holdsAFile(folder) else { continue }
       batches.append(try add(folder, folderName: folderName))

@@ -2,7 +2,8 @@ import FoundationEssentials
 import Glibc
 
 /// Gives a session folder that stays in the staging root a name of its own, so the cleanup of
-/// crashed sessions at the next start (which removes `session-*` folders) leaves it alone.
+/// crashed sessions at the next start (which removes the folders named with the library's
+/// `StagingLayout.sessionPrefix`) leaves it alone.
 enum KeptFolder {
   /// Renames `folder` to `<prefix> <date> <time>` (with ` 2`, ` 3`… when taken) next to it.
   /// Returns the new place, or `folder` itself when the rename fails.

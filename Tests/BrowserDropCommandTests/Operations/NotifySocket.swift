@@ -1,4 +1,5 @@
 import BrowserDropSystem
+import BrowserDropTestSupport
 import Foundation
 import Synchronization
 

@@ -1,11 +1,7 @@
+import BrowserDropTestSupport
 import Foundation
 import Glibc
 import Testing
-
-/// Errors of the test harness, with what was seen so far.
-struct HarnessError: Error, CustomStringConvertible {
-  let description: String
-}
 
 /// The built `browserdrop` binary, run as a subprocess with its standard streams captured.
 ///
@@ -18,15 +14,7 @@ final class CommandProcess: Sendable {
     if let path = ProcessInfo.processInfo.environment["BROWSERDROP_BINARY"] {
       return URL(filePath: path)
     }
-    let executable = URL(filePath: "/proc/self/exe").resolvingSymlinksInPath()
-    var folder = executable.deletingLastPathComponent()
-    // On some layouts the runner is inside the .xctest bundle.
-    for _ in 0..<4 {
-      let candidate = folder.appending(path: "browserdrop")
-      if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
-      folder = folder.deletingLastPathComponent()
-    }
-    return executable.deletingLastPathComponent().appending(path: "browserdrop")
+    return ChildProcess.product("browserdrop")
   }
 
   private let child: ChildProcess

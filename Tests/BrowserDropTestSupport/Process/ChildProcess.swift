@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 import Glibc
 import Synchronization
 
@@ -11,30 +11,39 @@ import Synchronization
 /// cores), and one thread per child blocks in `waitid` and delivers the status through
 /// continuations. Only the process started here is ever signalled, and never after it was
 /// reaped, so a recycled PID can't be hit.
-final class ChildProcess: Sendable {
+package final class ChildProcess: Sendable {
   /// Where a standard stream goes.
-  enum Stream: Sendable {
+  package enum Stream: Sendable {
     /// A pipe to this process: written with `write(_:)`, or captured in `output`/`errorOutput`.
     case pipe
     /// `/dev/null`.
     case null
     /// The test process's own descriptor.
     case inherit
+    /// A file, created or truncated (output only): for a child that leaves a process behind
+    /// holding its standard output (tmux's server), whose pipe would never reach its end.
+    case file(String)
+  }
+
+  /// A resource limit the child starts with (soft and hard).
+  package enum Limit: Sendable {
+    /// `RLIMIT_NOFILE`: how many descriptors it may hold.
+    case openFiles(Int)
   }
 
   /// How the child ended.
-  enum Termination: Sendable, Equatable {
+  package enum Termination: Sendable, Equatable {
     case exited(Int32)
     case signalled(Int32)
 
     /// The exit code, or the signal's number (what `Process.terminationStatus` says).
-    var status: Int32 {
+    package var status: Int32 {
       switch self {
       case .exited(let code), .signalled(let code): code
       }
     }
 
-    init(waitStatus: Int32) {
+    package init(waitStatus: Int32) {
       let signal = waitStatus & 0x7f
       self = signal == 0 ? .exited((waitStatus >> 8) & 0xff) : .signalled(signal)
     }
@@ -50,18 +59,18 @@ final class ChildProcess: Sendable {
     var nextWaiter: UInt64 = 0
 
     /// Exited, and every pipe read to its end.
-    var finished: Termination? { openPipes == 0 ? termination : nil }
+    package var finished: Termination? { openPipes == 0 ? termination : nil }
   }
 
   /// The process ID.
-  let pid: pid_t
+  package let pid: pid_t
   private let state: Mutex<State>
 
   /// Starts `executable` with `arguments` (without the program name) and `environment` (the test
-  /// process's own when nil).
-  init(
+  /// process's own when nil), under `limits`.
+  package init(
     _ executable: String, _ arguments: [String], environment: [String: String]? = nil,
-    input: Stream = .null, output: Stream = .pipe, error: Stream = .pipe
+    input: Stream = .null, output: Stream = .pipe, error: Stream = .pipe, limits: [Limit] = []
   ) throws {
     Self.ignoreBrokenPipes
     var actions = posix_spawn_file_actions_t()
@@ -78,11 +87,14 @@ final class ChildProcess: Sendable {
         case .null:
           posix_spawn_file_actions_addopen(
             &actions, Int32(target), "/dev/null", target == 0 ? O_RDONLY : O_WRONLY, 0)
+        case .file(let path):
+          posix_spawn_file_actions_addopen(
+            &actions, Int32(target), path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         case .pipe:
           // Both ends close-on-exec at once (no other spawn can inherit them); dup2 gives the
           // child its copy without the flag.
           var ends: [Int32] = [-1, -1]
-          guard Self.pipe2(&ends, O_CLOEXEC) == 0 else { throw POSIXError(Self.errno) }
+          guard pipe2(&ends, O_CLOEXEC) == 0 else { throw POSIXError(Self.errno) }
           let (parentEnd, childEnd) = target == 0 ? (ends[1], ends[0]) : (ends[0], ends[1])
           parentEnds[target] = parentEnd
           childEnds.append(childEnd)
@@ -108,16 +120,23 @@ final class ChildProcess: Sendable {
     posix_spawnattr_setsigmask(&attributes, &none)
     posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
 
-    let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+    // posix_spawn sets no resource limits: prlimit(1) sets them and execs the program in its
+    // place (same PID), rather than `setrlimit` here, which would hold for every other thread's
+    // children too.
+    let command =
+      limits.isEmpty
+      ? [executable] + arguments
+      : ["/usr/bin/prlimit"] + limits.map(\.option) + ["--", executable] + arguments
+    let argv = command.map { strdup($0) } + [nil]
     defer { argv.forEach { free($0) } }
     var pid = pid_t()
     let spawned: Int32
     if let environment {
       let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
       defer { envp.forEach { free($0) } }
-      spawned = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
+      spawned = posix_spawn(&pid, command[0], &actions, &attributes, argv, envp)
     } else {
-      spawned = posix_spawn(&pid, executable, &actions, &attributes, argv, environ)
+      spawned = posix_spawn(&pid, command[0], &actions, &attributes, argv, environ)
     }
     guard spawned == 0 else {
       parentEnds.filter { $0 >= 0 }.forEach { close($0) }
@@ -143,13 +162,6 @@ final class ChildProcess: Sendable {
   /// Writing to a pipe whose reader is gone fails with EPIPE instead of killing the tests.
   private static let ignoreBrokenPipes: Void = {
     _ = Glibc.signal(SIGPIPE, SIG_IGN)
-  }()
-
-  /// glibc's `pipe2`, which the Glibc module does not export (it is behind `_GNU_SOURCE`).
-  private static let pipe2: @convention(c) (UnsafeMutablePointer<Int32>, Int32) -> Int32 = {
-    guard let symbol = dlsym(nil, "pipe2") else { fatalError("no pipe2 in libc") }
-    return unsafeBitCast(
-      symbol, to: (@convention(c) (UnsafeMutablePointer<Int32>, Int32) -> Int32).self)
   }()
 
   private static var errno: POSIXErrorCode {
@@ -210,21 +222,21 @@ final class ChildProcess: Sendable {
   }
 
   /// Everything written to standard output so far (when it is a pipe).
-  var output: Data { state.withLock { $0.output } }
+  package var output: Data { state.withLock { $0.output } }
 
   /// Everything written to standard error so far (when it is a pipe).
-  var errorOutput: Data { state.withLock { $0.errorOutput } }
+  package var errorOutput: Data { state.withLock { $0.errorOutput } }
 
   /// How the process ended, once it has (its pipes may still hold output).
-  var termination: Termination? { state.withLock { $0.termination } }
+  package var termination: Termination? { state.withLock { $0.termination } }
 
   /// Exited, and its output read to the end.
-  var finished: Termination? { state.withLock { $0.finished } }
+  package var finished: Termination? { state.withLock { $0.finished } }
 
   /// Writes to standard input (when it is a pipe and still open); false when that failed.
   /// Blocks while the child does not read; not to be called together with `closeInput`.
   @discardableResult
-  func write(_ data: Data) -> Bool {
+  package func write(_ data: Data) -> Bool {
     // A close-on-exec copy, so the lock is not held while the pipe is full.
     let fd = state.withLock { $0.input >= 0 ? fcntl($0.input, F_DUPFD_CLOEXEC, 0) : -1 }
     guard fd >= 0 else { return false }
@@ -242,7 +254,7 @@ final class ChildProcess: Sendable {
   }
 
   /// Closes standard input (end of input).
-  func closeInput() {
+  package func closeInput() {
     state.withLock { state in
       if state.input >= 0 { close(state.input) }
       state.input = -1
@@ -251,7 +263,7 @@ final class ChildProcess: Sendable {
 
   /// Sends `signal` if the process has not been reaped yet; false when it had.
   @discardableResult
-  func signal(_ signal: Int32) -> Bool {
+  package func signal(_ signal: Int32) -> Bool {
     state.withLock { state in
       guard state.termination == nil else { return false }
       return kill(pid, signal) == 0
@@ -259,7 +271,7 @@ final class ChildProcess: Sendable {
   }
 
   /// Waits until the process has exited and its pipes are read to the end; nil after `timeout`.
-  func wait(timeout: Duration) async -> Termination? {
+  package func wait(timeout: Duration) async -> Termination? {
     await withCheckedContinuation { continuation in
       let id = state.withLock { state -> UInt64? in
         guard state.finished == nil else { return nil }
@@ -278,19 +290,13 @@ final class ChildProcess: Sendable {
       }
     }
   }
+}
 
-  /// Runs a program to the end with nothing on standard input and returns how it ended and its
-  /// standard output; kills it after `timeout`.
-  static func run(
-    _ executable: String, _ arguments: [String], environment: [String: String]? = nil,
-    output: Stream = .pipe, error: Stream = .null, timeout: Duration = .seconds(60)
-  ) async throws -> (termination: Termination, output: Data) {
-    let child = try ChildProcess(
-      executable, arguments, environment: environment, output: output, error: error)
-    guard let termination = await child.wait(timeout: timeout) else {
-      child.signal(SIGKILL)
-      throw HarnessError(description: "\(executable) \(arguments) did not finish in \(timeout)")
+extension ChildProcess.Limit {
+  /// prlimit(1)'s option for the limit.
+  fileprivate var option: String {
+    switch self {
+    case .openFiles(let count): "--nofile=\(count):\(count)"
     }
-    return (termination, child.output)
   }
 }
