@@ -152,6 +152,7 @@ static void group_changed(AvahiEntryGroup *group, AvahiEntryGroupState state, vo
   (void)group;
   switch (state) {
   case AVAHI_ENTRY_GROUP_ESTABLISHED:
+    publisher->failed = 0; /* a later failure is news again */
     publisher->callback(publisher->context, CBD_AVAHI_ESTABLISHED, publisher->name, "");
     break;
   case AVAHI_ENTRY_GROUP_COLLISION: {
@@ -183,9 +184,19 @@ static void client_changed(AvahiClient *client, AvahiClientState state, void *us
   case AVAHI_CLIENT_S_REGISTERING:
     if (publisher->group != NULL) av.avahi_entry_group_reset(publisher->group);
     break;
-  case AVAHI_CLIENT_FAILURE:
-    fail(publisher, av.avahi_client_errno(client));
+  case AVAHI_CLIENT_FAILURE: {
+    int code = av.avahi_client_errno(client);
+    fail(publisher, code);
+    if (code != AVAHI_ERR_DISCONNECTED || publisher->stopping) break;
+    /* avahi-daemon went away (restarted, upgraded): wait for it to come back and publish again,
+       as avahi's own tools do. The group goes with the old client. */
+    publisher->group = NULL;
+    av.avahi_client_free(client);
+    publisher->client = NULL;
+    publisher->client = av.avahi_client_new(av.avahi_simple_poll_get(publisher->poll),
+                                            AVAHI_CLIENT_NO_FAIL, client_changed, publisher, &code);
     break;
+  }
   default:
     break;
   }
@@ -241,8 +252,11 @@ void cbd_avahi_publisher_run(cbd_avahi_publisher *publisher) {
   while (!publisher->stopping) {
     if (av.avahi_simple_poll_iterate(publisher->poll, -1) != 0) break;
   }
-  av.avahi_client_free(publisher->client); /* frees the group too, withdrawing the records */
   pthread_mutex_unlock(&publisher->lock);
+}
+
+void cbd_avahi_publisher_free(cbd_avahi_publisher *publisher) {
+  if (publisher->client != NULL) av.avahi_client_free(publisher->client); /* and the group */
   av.avahi_simple_poll_free(publisher->poll);
   for (size_t index = 0; index < publisher->address_count; index++) free(publisher->addresses[index]);
   free(publisher->addresses);

@@ -8,6 +8,7 @@ import os
 import pathlib
 import queue
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -35,6 +36,7 @@ class Host:
 
     def __init__(self, netns, interface, address, avahi_name, scratch):
         self.netns, self.interface, self.address = netns, interface, address
+        self.scratch = scratch
         scratch.mkdir()
         self.holder = subprocess.Popen(
             ["ip", "netns", "exec", netns, "unshare", "--mount", "--propagation", "private",
@@ -233,6 +235,35 @@ def test_the_records_follow_an_address_change(lan, tmp_path):
         b.resolve("intake.local", "10.215.0.1")
     finally:
         command.stop()
+
+
+def test_the_name_comes_back_when_avahi_daemon_restarts(lan, tmp_path):
+    a, b = lan
+    command = kiosk(a, tmp_path)
+    replacement = None
+    try:
+        command.upload_port()
+        advertised(command, "intake")
+        b.resolve("intake.local", a.address)
+        # The daemon lan_host.sh started, stopped by its PID (avahi-daemon writes it in /run).
+        pid = int(a.run("cat", "/run/avahi-daemon/pid").stdout)
+        count = len(command.events)
+        os.kill(pid, signal.SIGTERM)
+        command.wait_for(
+            "notice", after=count,
+            match=lambda e: e["message"].startswith("avahi-daemon stopped advertising intake.local"),
+        )
+        replacement = a.popen(
+            "avahi-daemon", f"--file={a.scratch}/avahi.conf", "--no-drop-root", "--no-chroot",
+            "--no-rlimits", "--no-proc-title",
+        )
+        b.resolve("intake.local", a.address, timeout=60)
+        assert command.process.poll() is None
+    finally:
+        command.stop()
+        if replacement is not None:
+            replacement.terminate()
+            replacement.wait(timeout=30)
 
 
 def test_without_avahi_daemon_one_line_names_it_and_the_kiosk_goes_on(tmp_path):

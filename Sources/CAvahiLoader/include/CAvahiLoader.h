@@ -44,9 +44,12 @@ cbd_avahi_publisher *cbd_avahi_publisher_new(
     const char *name, uint16_t port, cbd_avahi_callback callback, void *context, char *error,
     size_t error_size);
 
-/// Runs the publisher's event loop on the calling thread until cbd_avahi_publisher_stop; then
-/// frees it (its records are withdrawn).
+/// Runs the publisher's event loop on the calling thread until cbd_avahi_publisher_stop.
 void cbd_avahi_publisher_run(cbd_avahi_publisher *publisher);
+
+/// Frees a publisher whose loop has returned: its records are withdrawn. No other function may
+/// be called on it afterwards, nor while this runs.
+void cbd_avahi_publisher_free(cbd_avahi_publisher *publisher);
 
 /// Replaces the addresses published for NAME.local (IPv4 or IPv6 text, `count` of them) and
 /// publishes again. Any thread.

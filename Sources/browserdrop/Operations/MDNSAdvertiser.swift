@@ -110,7 +110,9 @@ final class MDNSAdvertiser: Sendable {
     }
     if stopped { cbd_avahi_publisher_stop(publisher) }
     cbd_avahi_publisher_run(publisher)
+    // Forgotten under the lock before it is freed: `update` and `stop` call it under that lock.
     state.withLock { $0.publisher = nil }
+    cbd_avahi_publisher_free(publisher)
   }
 
   /// The publisher's one callback, for every event.
@@ -123,7 +125,10 @@ final class MDNSAdvertiser: Sendable {
     case Int32(CBD_AVAHI_RENAMED.rawValue): notify(.renamed(name: label))
     default:
       let reason = message.map { String(cString: $0) } ?? "?"
-      notify(.failed("avahi-daemon stopped advertising \(label).local: \(reason)."))
+      notify(
+        .failed(
+          "avahi-daemon stopped advertising \(label).local (\(reason)); it is advertised again"
+            + " when avahi-daemon is back."))
     }
   }
 
