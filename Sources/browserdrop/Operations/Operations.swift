@@ -16,6 +16,8 @@ final class Operations: Sendable {
   private let kiosk: Bool
   private let stallForTesting: (after: Duration, for: Duration)?
   private let flags = Mutex(Flags())
+  /// Asks the probe to measure now rather than at its next turn (after a failed forward).
+  private let probeNow = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
   private let advertisedName: String?
   private let mdns = Mutex(MDNSState())
 
@@ -32,7 +34,6 @@ final class Operations: Sendable {
   private struct Flags {
     var ready = false
     var stopping = false
-    var probeSoon = false
   }
 
   /// Sets up what `options` and `environment` ask for. Throws a sentence naming `--metrics`
@@ -90,7 +91,7 @@ final class Operations: Sendable {
     switch report {
     case .listening(let addresses): started(addresses)
     case .finishing, .stopped: stopping()
-    case .forwardFailed: flags.withLock { $0.probeSoon = true }
+    case .forwardFailed: probeNow.continuation.yield()
     case .server(.addressesChanged(let addresses)):
       let advertiser = mdns.withLock { state in
         state.addresses = addresses
@@ -188,14 +189,16 @@ final class Operations: Sendable {
         let reading = await self.probe.measure()
         self.state.noteProbe(
           stagingFreeBytes: reading.freeBytes, destinationReachable: reading.reachable)
-        // Every 5 s, or sooner after a forward failed, so a dead NAS shows within a second.
-        for _ in 0..<20 {
-          try? await Task.sleep(for: .milliseconds(250))
-          let soon = self.flags.withLock { flags in
-            defer { flags.probeSoon = false }
-            return flags.probeSoon
+        // Every 5 s, or at once after a forward failed, so a dead NAS shows within a second;
+        // between the two the task sleeps, with no wake-up of its own.
+        await withTaskGroup(of: Void.self) { group in
+          group.addTask { try? await Task.sleep(for: .seconds(5)) }
+          group.addTask {
+            var pokes = self.probeNow.stream.makeAsyncIterator()
+            _ = await pokes.next()
           }
-          if soon { break }
+          await group.next()
+          group.cancelAll()
         }
       }
     }
