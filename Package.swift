@@ -26,6 +26,15 @@ let package = Package(
     // any linker setting (so `--as-needed` can't drop it), and the ~105 libraries it needs would
     // be mapped at every start: 12 MiB of resident memory even when nothing goes to SMB.
     .target(name: "CSMBClientLoader"),
+    // libsystemd's sd_notify, opened with dlopen only when NOTIFY_SOCKET is set (under a
+    // Type=notify unit): only its header (libsystemd-dev) is needed to build. Not a pkg-config
+    // system library, for the reason given for libsmbclient above: linked, libsystemd and the
+    // liblzma, libzstd, liblz4, libcap and libgcrypt it needs would be mapped at every start.
+    .target(name: "CSystemdLoader"),
+    // Avahi's client library, for --name: opened with dlopen only when a name is asked for, for
+    // the same reason (libavahi-client, libavahi-common and libdbus-1); header from
+    // libavahi-client-dev. Its publisher (a simple-poll loop on a thread of the command's) is C.
+    .target(name: "CAvahiLoader"),
     .systemLibrary(
       name: "CQREncode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
     // OpenSSL's SHA-256 (EVP) for delivery checks. Linked into every product like the others;
@@ -55,7 +64,7 @@ let package = Package(
       name: "browserdrop",
       dependencies: [
         "BrowserDrop", "BrowserDropForwarding", "BrowserDropSystem", "CQREncode",
-        "CBrowserDropLinux",
+        "CBrowserDropLinux", "CSystemdLoader", "CAvahiLoader",
       ],
       swiftSettings: upcoming),
 
@@ -99,7 +108,8 @@ let package = Package(
       name: "BrowserDropForwardingTests",
       dependencies: ["BrowserDropForwarding", "BrowserDropTestSupport"], swiftSettings: upcoming),
     .testTarget(
-      name: "BrowserDropCommandTests", dependencies: ["browserdrop", "BrowserDropTestSupport"],
+      name: "BrowserDropCommandTests",
+      dependencies: ["browserdrop", "BrowserDropSystem", "BrowserDropTestSupport"],
       swiftSettings: upcoming),
   ]
 )

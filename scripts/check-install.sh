@@ -51,6 +51,11 @@ while read -r library; do
   count=$((count + 1))
 done < <(ldd "$binary" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }')
 ((count > 0)) || fail "ldd listed no library"
+# libsmbclient, libavahi-client and libsystemd are opened with dlopen only when an SMB destination,
+# --name or NOTIFY_SOCKET needs them (Package.swift): linked, they would be mapped at every start.
+if ldd "$binary" | grep -E "libsmbclient|libavahi|libdbus|libsystemd"; then
+  fail "the binary links a library that must be loaded only when used"
+fi
 
 # The page it carries, served on a free port of 127.0.0.1.
 "$binary" --json --port 0 --bind 127.0.0.1 --staging "$scratch/staging" --no-qr \

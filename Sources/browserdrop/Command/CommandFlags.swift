@@ -151,6 +151,25 @@ enum CommandFlags {
       "--quiet-period", "SECONDS", expected: "a number of seconds", section: .kiosk,
       help: ["Kiosk: close a batch after this long without uploads (default 60)."],
       parse: FlagValue.seconds, into: \.quietPeriod),
+    .option(
+      "--name", "NAME", expected: "a name to advertise as NAME.local", section: .operations,
+      help: [
+        "Advertise NAME.local and an _http._tcp service \"BrowserDrop on",
+        "NAME\" on the LAN through avahi-daemon (mDNS); a name another",
+        "machine has becomes NAME-2. Without avahi-daemon, one line says",
+        "so and the addresses work as before.",
+      ],
+      parse: OperationsFlags.name, into: \.advertisedName),
+    .option(
+      "--metrics", "ADDRESS:PORT", expected: "a port or ADDRESS:PORT", section: .operations,
+      help: [
+        "Serve GET /metrics (Prometheus text format) and GET /healthz on a",
+        "listener of their own; a bare PORT means 127.0.0.1:PORT, another",
+        "address only when written out. Off by default. Under systemd",
+        "(Type=notify) browserdrop also sends READY=1, a STATUS= line and,",
+        "with WatchdogSec=, WATCHDOG=1 from its event loop.",
+      ],
+      parse: OperationsFlags.metrics, into: \.metrics),
     .toggle(
       "--json", section: .output,
       help: [

@@ -115,6 +115,7 @@ enum HelpSection: String, CaseIterable, Sendable {
   case limits = "LIMITS"
   case page = "PAGE"
   case kiosk = "KIOSK"
+  case operations = "OPERATIONS"
   case output = "OUTPUT"
   case general = "GENERAL"
 }

@@ -49,4 +49,8 @@ struct ParsedArguments: Sendable {
   var batchFolder: BatchFolderPattern?
   /// `--smb-password-file`, as written.
   var smbPasswordFile: String?
+  /// `--name`: the mDNS name advertised as `NAME.local` (Operations/).
+  var advertisedName: String?
+  /// `--metrics`: where `/metrics` and `/healthz` are served (Operations/).
+  var metrics: MetricsEndpoint?
 }

@@ -11,6 +11,8 @@ import Synchronization
 struct KioskCommand {
   let options: CommandOptions
   let reporter: any Reporter
+  /// systemd notify and metrics (Operations/): told what the reports don't say.
+  var operations: Operations?
 
   /// Runs until SIGTERM or SIGINT and returns the exit status.
   func run() async -> Int32 {
@@ -27,7 +29,10 @@ struct KioskCommand {
     }
     let stopRequested = StopFlag()
     let stopWatcher = Task {
-      if await triggers.next() != nil { stopRequested.set() }
+      if await triggers.next() != nil {
+        stopRequested.set()
+        operations?.stopping()
+      }
     }
     defer { stopWatcher.cancel() }
 
@@ -54,6 +59,7 @@ struct KioskCommand {
     let courier = Courier(
       outbox: outbox, destination: destination, policy: options.collisionPolicy,
       reporter: reporter)
+    operations?.noteRecoveredBatches(recovered.batches.count)
     if !recovered.batches.isEmpty {
       reporter.report(
         .notice(
