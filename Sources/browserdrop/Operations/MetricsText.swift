@@ -23,12 +23,10 @@ enum MetricsText {
     family(
       "browserdrop_uploads_in_flight", "gauge", "Uploads being received now.",
       [("", Double(snapshot.inFlight))])
-    // Resumable uploads (a paused upload whose bytes wait for the client to come back) are
-    // being built on another branch; until they land no upload can be paused, so this is 0.
     family(
       "browserdrop_uploads_paused", "gauge",
-      "Uploads interrupted and waiting to be resumed (0 until resumable uploads exist).",
-      [("", 0)])
+      "Uploads cut off and kept, waiting for their client to resume them.",
+      [("", Double(snapshot.paused.count))])
     if let free = snapshot.stagingFreeBytes {
       family(
         "browserdrop_staging_free_bytes", "gauge",

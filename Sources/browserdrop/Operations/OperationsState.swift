@@ -11,7 +11,10 @@ final class OperationsState: Sendable {
     var uploads: [String: Int] = [:]
     /// Bytes of the files stored.
     var receivedBytes: Int64 = 0
+    /// Uploads being received now (a paused one is not).
     var inFlight = 0
+    /// Uploads cut off and kept, waiting for their client to resume them.
+    var paused: Set<UInt64> = []
     /// Batches in the outbox (kiosk), the one being forwarded included.
     var outboxBatches = 0
     /// Forwards that ended, by outcome (`ok`, `failed`).
@@ -60,8 +63,9 @@ final class OperationsState: Sendable {
           state.inFlight = max(0, state.inFlight - 1)
           state.uploads["stored", default: 0] += 1
           state.receivedBytes += Int64(file.size)
-        case .uploadFailed(_, let reason):
-          state.inFlight = max(0, state.inFlight - 1)
+        case .uploadFailed(let upload, let reason):
+          // A paused upload that expires (or is cancelled at the end) was no longer in flight.
+          if state.paused.remove(upload.id) == nil { state.inFlight = max(0, state.inFlight - 1) }
           state.uploads[Self.outcome(of: reason), default: 0] += 1
         case .interrupted:
           state.listening = false
@@ -69,6 +73,12 @@ final class OperationsState: Sendable {
         case .addressesChanged:
           return false
         }
+        return false
+      case .pause(.paused(let upload, _)):
+        if state.paused.insert(upload.id).inserted { state.inFlight = max(0, state.inFlight - 1) }
+        return false
+      case .pause(.resumed(let upload, _)):
+        if state.paused.remove(upload.id) != nil { state.inFlight += 1 }
         return false
       case .batchClosed:
         state.outboxBatches += 1

@@ -60,6 +60,28 @@ struct OperationsUnitTests {
     #expect(snapshot.unhealthyReason == "The last forward failed: Couldn't reach nas.local.")
   }
 
+  @Test("Counting reports: a paused upload leaves the in-flight count until it is resumed")
+  func countingPausedUploads() {
+    let state = OperationsState()
+    let first = Upload(id: 1, relativePath: "a.bin", size: 10)
+    let second = Upload(id: 2, relativePath: "b.bin", size: 10)
+    state.note(.server(.uploadStarted(first)))
+    state.note(.server(.uploadStarted(second)))
+    state.note(.pause(.paused(first, keptBytes: 4)))
+    state.note(.pause(.paused(second, keptBytes: 6)))
+    #expect(state.snapshot.inFlight == 0)
+    #expect(state.snapshot.paused == [1, 2])
+    state.note(.pause(.resumed(first, offset: 4)))
+    #expect(state.snapshot.inFlight == 1)
+    #expect(state.snapshot.paused == [2])
+    // The one still paused expires: it ends, counted once, and was not in flight.
+    state.note(.server(.uploadFailed(second, .timedOut)))
+    #expect(state.snapshot.inFlight == 1)
+    #expect(state.snapshot.paused.isEmpty)
+    #expect(state.snapshot.uploads == ["timed_out": 1])
+    #expect(MetricsText.render(state.snapshot, now: 0).contains("browserdrop_uploads_paused 0\n"))
+  }
+
   @Test("Counting reports: uploads by outcome, bytes, batches, forwards")
   func counting() {
     let state = OperationsState()
