@@ -378,23 +378,26 @@
   }
 
   function keepId(item) {
+    // The key is taken once: a File whose file is gone may report another size or date later.
+    item.storedKey = idKey(item);
     try {
-      window.localStorage.setItem(idKey(item), JSON.stringify({ id: item.uploadId, at: Date.now() }));
+      window.localStorage.setItem(item.storedKey, JSON.stringify({ id: item.uploadId, at: Date.now() }));
     } catch (error) {
       // Storage off or full: the upload still resumes while the page stays open.
     }
   }
 
   function forgetId(item) {
-    if (item.uploadId) {
+    if (item.uploadId && item.storedKey) {
       try {
-        const saved = JSON.parse(window.localStorage.getItem(idKey(item)) || 'null');
-        if (saved && saved.id === item.uploadId) window.localStorage.removeItem(idKey(item));
+        const saved = JSON.parse(window.localStorage.getItem(item.storedKey) || 'null');
+        if (saved && saved.id === item.uploadId) window.localStorage.removeItem(item.storedKey);
       } catch (error) {
         // Nothing to remove.
       }
     }
     item.uploadId = null;
+    item.storedKey = null;
     item.offset = 0;
     item.needsCheck = false;
   }
@@ -468,6 +471,7 @@
         if (item.file !== file) {
           // Another pick: its own stored id (if any) is looked up when it is sent.
           item.uploadId = null;
+          item.storedKey = null;
           item.offset = 0;
           item.needsCheck = false;
         }
@@ -490,6 +494,7 @@
           uploadId: null, // resumable uploads: the id, the offset known on the device, and
           offset: 0, // whether to ask the device for it (HEAD) before sending more
           needsCheck: false,
+          storedKey: null, // where its id is kept in localStorage
           el: null,
         };
         state.items.push(item);
@@ -713,6 +718,7 @@
       const stored = recallId(item);
       if (stored) {
         item.uploadId = stored;
+        item.storedKey = idKey(item);
         item.needsCheck = true; // picked again after a reload: ask where it stands
       } else {
         startOver(item);
@@ -982,7 +988,10 @@
   // for the device, and sends it again once it answers. Slow but moving uploads are left alone.
   function stalled(item, now) {
     if (item.state !== 'uploading' || !item.xhr) return false;
-    const limit = item.bodySent || item.loaded >= item.size ? ANSWER_MS : STALL_MS;
+    // A resumable upload may show the whole file as sent while the device holds less (bytes
+    // lost in flight at a cut): only its own request's body counts there.
+    const sent = state.resumable ? item.bodySent : item.bodySent || item.loaded >= item.size;
+    const limit = sent ? ANSWER_MS : STALL_MS;
     return now - item.lastProgress > limit;
   }
 

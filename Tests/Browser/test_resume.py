@@ -12,6 +12,7 @@ import pytest
 from conftest import ENGLISH, Paused, assert_same_files, sparse
 
 SIZE = 48 << 20
+BUFFER = 128 << 10
 
 
 class CountingProxy:
@@ -22,7 +23,12 @@ class CountingProxy:
 
     def __init__(self, host):
         self.target = ("127.0.0.1", int(host.url.rsplit(":", 1)[1].strip("/")))
-        self.listener = socket.create_server(("127.0.0.1", 0))
+        # Small buffers on both legs, so the relay holds about what a direct connection would
+        # have in flight, not megabytes more (accepted sockets inherit the listener's).
+        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, BUFFER)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
         self.listener.settimeout(0.5)
         self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}/"
         self.sent = 0
@@ -38,7 +44,10 @@ class CountingProxy:
                 continue
             except OSError:
                 return
-            upstream = socket.create_connection(self.target, timeout=30)
+            upstream = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            upstream.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, BUFFER)
+            upstream.settimeout(30)
+            upstream.connect(self.target)
             upstream.settimeout(None)
             threading.Thread(target=self._pipe, args=(client, upstream, True), daemon=True).start()
             threading.Thread(target=self._pipe, args=(upstream, client, False), daemon=True).start()
@@ -224,3 +233,24 @@ def test_reload_then_the_same_file_resumes(start_host, engine_page, tmp_path):
     resumed = host.of("uploadResumed", path="video.bin")
     assert resumed and resumed[-1]["offset"] > 0, (host.of("uploadPaused"), resumed)
     assert_same_files({"video.bin": big}, host.finish())
+
+
+def test_a_file_gone_from_the_disk_fails_with_its_own_message(start_host, engine_page, tmp_path):
+    """Mid-upload the connection is cut and the file is deleted: before sending more the page reads
+    one byte at the offset, which fails, so the row fails with `unreadable` (not "Waiting for the
+    device…" forever), and its id is forgotten."""
+    page = engine_page
+    host = start_host("--no-durability", "--resumable")
+    page.open(host.url + "?bd-stall-ms=1500")
+    big = sparse(tmp_path / "gone.bin", SIZE)
+    with Spurts(host) as spurts:
+        page.choose_files([big])
+        cut_mid_body(page, spurts, paused=True)
+        page.wait(lambda d: page.notice() in (ENGLISH["waitingForDevice"], ENGLISH["deviceUnreachable"]),
+                  20, "the page to notice the stall")
+        big.unlink()
+    page.wait_settled(1, timeout=30)
+    row = page.rows()[0]
+    assert row["state"] == "failed" and row["reason"] == ENGLISH["unreadable"], row
+    assert page.js("return Object.keys(localStorage).filter(k => k.startsWith('browserdrop.upload.'))") == []
+    assert not host.of("uploadFinished")
