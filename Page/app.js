@@ -2,6 +2,8 @@
 //
 //   GET  config.json              page settings (strings, limits, look)
 //   POST upload?path=<a>/<b>/<c>  raw file body, each path segment encodeURIComponent'ed
+//   with config.json's "resumable" (README, "Resumable uploads"): POST …&upload=ID, and after a
+//   cut HEAD …&upload=ID for the offset, then PATCH …&upload=ID with Upload-Offset and the rest
 //
 // Plain script, no build step, no external fetches, works under a strict CSP (no inline code).
 // File names are only ever written with textContent, never parsed as HTML.
@@ -37,6 +39,7 @@
     keepScreenOn: 'Large files take a while: keep this screen on until they are uploaded.',
     iosOriginals:
       'Photos chosen from the photo library arrive as JPEG. To send the originals (HEIC), use Choose files and pick them in Files.',
+    unreadable: "This file can't be read any more (moved, deleted or not a file). Choose it again.",
   };
 
   // Error codes of protocol v1 → the reason shown, and whether "Retry failed" may try again.
@@ -120,6 +123,8 @@
     wakeLockPending: false,
     wakeLockRefused: false, // asked and refused: not asked again until the tab is back in sight
     keepAwake: false, // large files are on their way
+    resumable: false, // config.json offers resumable uploads
+    resumeLifetimeMs: 0,
   };
 
   // ---------------------------------------------------------------- text
@@ -306,6 +311,12 @@
     const concurrent = Number(config.maximumConcurrentUploads);
     // Browsers open at most 6 HTTP/1.1 connections per host; more would only wait inside it.
     if (Number.isInteger(concurrent) && concurrent > 0) state.concurrency = Math.min(concurrent, 6);
+    if (config.resumable && typeof config.resumable === 'object') {
+      state.resumable = true;
+      const seconds = Number(config.resumable.expiresAfter);
+      state.resumeLifetimeMs = (Number.isFinite(seconds) && seconds > 0 ? seconds : 86400) * 1000;
+      forgetExpiredIds();
+    }
     applyStrings();
   }
 
@@ -336,6 +347,80 @@
       showNotice(t('loadError'), 'error');
       if (attempt === 0) announce(t('loadError'));
       window.setTimeout(() => loadConfig(attempt + 1), backoffMs(attempt));
+    }
+  }
+
+  // ---------------------------------------------------------------- resumable ids
+
+  // Each resumable upload is named by 128 random bits (32 lowercase hex digits). The id is kept in
+  // localStorage under the file's path, size and lastModified, so the same file picked again after
+  // a reload continues where it stopped; it is removed once the upload is stored or refused.
+  const UPLOAD_IDS = 'browserdrop.upload.v1:';
+
+  function newUploadId() {
+    const bytes = new Uint8Array(16);
+    window.crypto.getRandomValues(bytes);
+    return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
+  }
+
+  function idKey(item) {
+    return UPLOAD_IDS + JSON.stringify([item.path, item.file.size, item.file.lastModified]);
+  }
+
+  function recallId(item) {
+    try {
+      const saved = JSON.parse(window.localStorage.getItem(idKey(item)) || 'null');
+      if (saved && typeof saved.id === 'string' && /^[0-9a-f]{32}$/.test(saved.id)) return saved.id;
+    } catch (error) {
+      // Storage off or unreadable: a new id.
+    }
+    return null;
+  }
+
+  function keepId(item) {
+    // The key is taken once: a File whose file is gone may report another size or date later.
+    item.storedKey = idKey(item);
+    try {
+      window.localStorage.setItem(item.storedKey, JSON.stringify({ id: item.uploadId, at: Date.now() }));
+    } catch (error) {
+      // Storage off or full: the upload still resumes while the page stays open.
+    }
+  }
+
+  function forgetId(item) {
+    if (item.uploadId && item.storedKey) {
+      try {
+        const saved = JSON.parse(window.localStorage.getItem(item.storedKey) || 'null');
+        if (saved && saved.id === item.uploadId) window.localStorage.removeItem(item.storedKey);
+      } catch (error) {
+        // Nothing to remove.
+      }
+    }
+    item.uploadId = null;
+    item.storedKey = null;
+    item.offset = 0;
+    item.needsCheck = false;
+  }
+
+  // Ids older than the device keeps a paused upload are of no use: dropped when config.json arrives.
+  function forgetExpiredIds() {
+    try {
+      const now = Date.now();
+      for (let i = window.localStorage.length - 1; i >= 0; i -= 1) {
+        const key = window.localStorage.key(i);
+        if (!key || !key.startsWith(UPLOAD_IDS)) continue;
+        let saved = null;
+        try {
+          saved = JSON.parse(window.localStorage.getItem(key) || 'null');
+        } catch (error) {
+          saved = null;
+        }
+        if (!saved || !(now - Number(saved.at) < state.resumeLifetimeMs)) {
+          window.localStorage.removeItem(key);
+        }
+      }
+    } catch (error) {
+      // Storage off.
     }
   }
 
@@ -383,6 +468,13 @@
       if (item) {
         // Already waiting or on its way: keep the one in the list.
         if (item.state === 'queued' || item.state === 'uploading') continue;
+        if (item.file !== file) {
+          // Another pick: its own stored id (if any) is looked up when it is sent.
+          item.uploadId = null;
+          item.storedKey = null;
+          item.offset = 0;
+          item.needsCheck = false;
+        }
         item.file = file;
         item.size = file.size;
       } else {
@@ -399,6 +491,10 @@
           serverErrors: 0,
           droppedConnections: 0,
           lastProgress: 0,
+          uploadId: null, // resumable uploads: the id, the offset known on the device, and
+          offset: 0, // whether to ask the device for it (HEAD) before sending more
+          needsCheck: false,
+          storedKey: null, // where its id is kept in localStorage
           el: null,
         };
         state.items.push(item);
@@ -534,7 +630,8 @@
 
   function enqueue(item) {
     item.state = 'queued';
-    item.loaded = 0;
+    // A resumable upload keeps what it sent: its bar never goes back.
+    if (!state.resumable || !item.uploadId) item.loaded = 0;
     item.reason = '';
     item.retryable = false;
     // Keep the order files were added in, also when a cut-off upload goes back in line.
@@ -570,20 +667,122 @@
   }
 
   function send(item) {
-    const xhr = new XMLHttpRequest();
-    item.xhr = xhr;
     item.state = 'uploading';
-    item.loaded = 0;
     item.bodySent = false;
     item.lastProgress = Date.now();
     state.active += 1;
+    if (!state.resumable) {
+      item.loaded = 0;
+      markDirty(item);
+      transmit(item, 'POST', 0);
+      return;
+    }
     markDirty(item);
-    // A resumable upload would ask the device here for the bytes it already holds and send only
-    // the rest; protocol v1 always sends the whole file.
-    xhr.open('POST', 'upload?path=' + encodePath(item.path));
+    // While the page checks the file and asks the device, a ticket holds the slot; the stall
+    // check aborts it like a request.
+    const controller = new AbortController();
+    const ticket = { abort: () => controller.abort(), signal: controller.signal };
+    item.xhr = ticket;
+    prepare(item, ticket);
+  }
+
+  function uploadUrl(item) {
+    let url = 'upload?path=' + encodePath(item.path);
+    if (item.uploadId) url += '&upload=' + item.uploadId;
+    return url;
+  }
+
+  // One byte at the offset is read: a file moved, deleted or that is a folder fails here, with a
+  // message of its own, instead of looking like a lost device. Nothing more is read into memory.
+  async function readable(file, offset) {
+    if (file.size === 0) return true;
+    try {
+      const start = Math.min(offset, file.size - 1);
+      await file.slice(start, start + 1).arrayBuffer();
+      return true;
+    } catch (error) {
+      return false;
+    }
+  }
+
+  function startOver(item) {
+    forgetId(item);
+    item.uploadId = newUploadId();
+    item.loaded = 0;
+    keepId(item);
+  }
+
+  async function prepare(item, ticket) {
+    const live = () => item.xhr === ticket;
+    if (!item.uploadId) {
+      const stored = recallId(item);
+      if (stored) {
+        item.uploadId = stored;
+        item.storedKey = idKey(item);
+        item.needsCheck = true; // picked again after a reload: ask where it stands
+      } else {
+        startOver(item);
+      }
+    }
+    const ok = await readable(item.file, item.needsCheck ? 0 : item.offset);
+    if (!live()) return;
+    if (!ok) {
+      release(item, ticket);
+      forgetId(item);
+      fail(item, 'unreadable', false);
+      pump();
+      scheduleRender();
+      return;
+    }
+    if (item.needsCheck) {
+      let response;
+      try {
+        response = await fetch(uploadUrl(item), { method: 'HEAD', cache: 'no-store', signal: ticket.signal });
+      } catch (error) {
+        if (live()) connectionLost(item, ticket);
+        return;
+      }
+      if (!live()) return;
+      const offset = Number(response.headers.get('Upload-Offset'));
+      const length = Number(response.headers.get('Upload-Length'));
+      if (response.status === 204 && Number.isInteger(offset) && offset >= 0 &&
+          offset <= item.size && length === item.size) {
+        item.needsCheck = false;
+        item.offset = offset;
+        item.loaded = Math.max(item.loaded, offset);
+        if (offset === item.size) {
+          // Stored already; only its answer was lost.
+          release(item, ticket);
+          uploaded(item);
+          pump();
+          scheduleRender();
+          return;
+        }
+        transmit(item, 'PATCH', offset);
+        return;
+      }
+      if (response.status >= 500) {
+        release(item, ticket);
+        serverError(item);
+        pump();
+        scheduleRender();
+        return;
+      }
+      startOver(item); // unknown, expired or another path's: from the first byte, with a new id
+    }
+    transmit(item, 'POST', 0);
+  }
+
+  function transmit(item, method, offset) {
+    const xhr = new XMLHttpRequest();
+    item.xhr = xhr;
+    item.lastProgress = Date.now();
+    xhr.open(method, uploadUrl(item));
+    if (method === 'PATCH') xhr.setRequestHeader('Upload-Offset', String(offset));
     xhr.upload.onprogress = (event) => {
       if (item.xhr !== xhr) return;
-      item.loaded = Math.min(event.loaded, item.size);
+      const loaded = Math.min(offset + event.loaded, item.size);
+      item.loaded = state.resumable ? Math.max(item.loaded, loaded) : loaded;
       item.lastProgress = Date.now();
       markDirty(item);
     };
@@ -595,8 +794,18 @@
     xhr.onload = () => answered(item, xhr);
     xhr.onerror = () => connectionLost(item, xhr);
     xhr.ontimeout = () => connectionLost(item, xhr);
-    // The File is streamed from disk by the browser: nothing is read into memory here.
-    xhr.send(item.file);
+    // The File (or the rest of it, a slice) is streamed from disk by the browser: nothing is read
+    // into memory here.
+    xhr.send(method === 'PATCH' ? item.file.slice(offset) : item.file);
+  }
+
+  function uploaded(item) {
+    item.state = 'uploaded';
+    item.loaded = item.size;
+    item.droppedConnections = 0;
+    state.backoffLevel = 0;
+    forgetId(item);
+    markDirty(item);
   }
 
   function release(item, xhr) {
@@ -614,11 +823,7 @@
       return;
     }
     if (status >= 200 && status < 300) {
-      item.state = 'uploaded';
-      item.loaded = item.size;
-      item.droppedConnections = 0;
-      state.backoffLevel = 0;
-      markDirty(item);
+      uploaded(item);
     } else {
       let code = '';
       try {
@@ -626,29 +831,23 @@
       } catch (error) {
         // Not JSON (a proxy's page, perhaps): go by the status alone.
       }
+      if (state.resumable && item.uploadId && RESUME_ANSWERS[code]) {
+        RESUME_ANSWERS[code](item);
+        pump();
+        scheduleRender();
+        return;
+      }
       if (!code && status === 413) code = 'too_large';
       if (!code && status === 507) code = 'insufficient_storage';
       if (!code && status === 409) code = 'path_conflict';
       const refusal = REFUSALS[code];
       if (refusal) {
+        forgetId(item); // a refusal is final: the device kept nothing
         fail(item, refusal.reason, refusal.retryable);
       } else if (status >= 500) {
-        // A hiccup on the device (or a proxy in between): try again a few times on our own.
-        item.serverErrors += 1;
-        if (item.serverErrors < MAX_SERVER_ERRORS) {
-          item.state = 'queued';
-          item.loaded = 0;
-          markDirty(item);
-          window.setTimeout(() => {
-            if (item.state === 'queued' && !state.queue.includes(item)) {
-              enqueue(item);
-              pump();
-            }
-          }, backoffMs(item.serverErrors - 1));
-        } else {
-          fail(item, '', true);
-        }
+        serverError(item);
       } else {
+        if (item.uploadId) item.needsCheck = true;
         fail(item, '', true);
       }
     }
@@ -656,10 +855,58 @@
     scheduleRender();
   }
 
+  // A hiccup on the device (or a proxy in between): try again a few times on our own.
+  function serverError(item) {
+    if (item.uploadId) item.needsCheck = true; // it may hold some of the bytes: ask first
+    item.serverErrors += 1;
+    if (item.serverErrors < MAX_SERVER_ERRORS) {
+      item.state = 'queued';
+      if (!state.resumable || !item.uploadId) item.loaded = 0;
+      markDirty(item);
+      window.setTimeout(() => {
+        if (item.state === 'queued' && !state.queue.includes(item)) {
+          enqueue(item);
+          pump();
+        }
+      }, backoffMs(item.serverErrors - 1));
+    } else {
+      fail(item, '', true);
+    }
+  }
+
+  // Answers of the resumable extension that are no refusal of the file: the page asks again
+  // where the upload stands (offset_mismatch), or starts it over under a new id (the device no
+  // longer knows it, or knows it for another path).
+  const RESUME_ANSWERS = {
+    offset_mismatch: (item) => {
+      item.needsCheck = true;
+      item.serverErrors += 1; // bounded like 5xx answers, so two tabs can't loop forever
+      if (item.serverErrors < MAX_SERVER_ERRORS) enqueue(item);
+      else fail(item, '', true);
+    },
+    unknown_upload: (item) => {
+      forgetId(item);
+      item.loaded = 0;
+      enqueue(item);
+    },
+    upload_mismatch: (item) => {
+      forgetId(item);
+      item.loaded = 0;
+      enqueue(item);
+    },
+    invalid_upload_id: (item) => {
+      forgetId(item);
+      item.loaded = 0;
+      enqueue(item);
+    },
+  };
+
   // The request never got an answer: the device went away, suspended its server, or the network
   // dropped. The file goes back in line and uploads pause until the device answers again.
   function connectionLost(item, xhr) {
     if (xhr && !release(item, xhr)) return;
+    // Resumable: the device kept what arrived; ask it where to continue before sending more.
+    if (item.uploadId) item.needsCheck = true;
     item.droppedConnections += 1;
     if (item.droppedConnections >= MAX_DROPPED_CONNECTIONS) {
       fail(item, '', true);
@@ -741,7 +988,10 @@
   // for the device, and sends it again once it answers. Slow but moving uploads are left alone.
   function stalled(item, now) {
     if (item.state !== 'uploading' || !item.xhr) return false;
-    const limit = item.bodySent || item.loaded >= item.size ? ANSWER_MS : STALL_MS;
+    // A resumable upload may show the whole file as sent while the device holds less (bytes
+    // lost in flight at a cut): only its own request's body counts there.
+    const sent = state.resumable ? item.bodySent : item.bodySent || item.loaded >= item.size;
+    const limit = sent ? ANSWER_MS : STALL_MS;
     return now - item.lastProgress > limit;
   }
 
@@ -749,8 +999,8 @@
     const xhr = item.xhr;
     release(item, xhr);
     xhr.abort();
-    // Resume, once the protocol has it, would keep the bytes the device already holds; today
-    // the file starts again from its first byte.
+    // With resumable uploads the device keeps the bytes it holds, and the page asks for the
+    // offset (HEAD) before sending the rest; in plain v1 the file starts again from its first byte.
     connectionLost(item, null);
   }
 
@@ -766,7 +1016,17 @@
   // waiting files start, a lost device is checked at once, and the screen is kept on again.
   function backInSight() {
     const now = Date.now();
-    for (const item of state.items) if (item.state === 'uploading') item.lastProgress = now;
+    for (const item of state.items) {
+      if (item.state !== 'uploading') continue;
+      // A resumable upload whose bytes stood still while hidden is given up at once and resumed
+      // from where the device stands: cheaper than waiting out the stall time on a dead socket.
+      if (state.resumable && item.uploadId && item.xhr instanceof XMLHttpRequest &&
+          now - item.lastProgress > Math.min(STALL_MS, 2000)) {
+        abandon(item);
+      } else {
+        item.lastProgress = now;
+      }
+    }
     state.wakeLockRefused = false;
     if (state.offline) probe();
     else pump();

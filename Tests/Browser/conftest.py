@@ -70,6 +70,8 @@ ENGLISH = {
     "keepScreenOn": "Large files take a while: keep this screen on until they are uploaded.",
     "iosOriginals": "Photos chosen from the photo library arrive as JPEG. To send the originals (HEIC), "
     "use Choose files and pick them in Files.",
+    # Resumable uploads (issue 15): a file the browser can no longer read.
+    "unreadable": "This file can't be read any more (moved, deleted or not a file). Choose it again.",
 }
 
 
@@ -297,7 +299,7 @@ RECORDER = """
   const open = XMLHttpRequest.prototype.open;
   const send = XMLHttpRequest.prototype.send;
   XMLHttpRequest.prototype.open = function (method, url, ...rest) {
-    const match = /^upload\\?path=(.*)$/.exec(String(url));
+    const match = /^upload\\?path=([^&]*)/.exec(String(url));
     this.__bdPath = match ? decodeURIComponent(match[1]) : null;
     return open.call(this, method, url, ...rest);
   };

@@ -4,10 +4,11 @@
 //
 //   BrowserDropTestHost --staging DIR [--allow mp3,txt] [--max-file-size N] [--reserved-free-space N]
 //       [--max-concurrent N] [--title T] [--language L] [--accent #RRGGBB] [--strings FILE.json]
-//       [--no-durability] [--no-sniffing] [--bind ADDRESS|all] [--port N]
+//       [--no-durability] [--no-sniffing] [--resumable] [--bind ADDRESS|all] [--port N]
 //
 // Output: {"event":"listening","url":"http://127.0.0.1:PORT/","port":PORT} first, then
-// uploadStarted / uploadFinished / uploadFailed / addressesChanged / interrupted lines, and the
+// uploadStarted / uploadFinished / uploadFailed / addressesChanged / interrupted lines (with
+// --resumable also uploadPaused / uploadResumed from `pauses`), and the
 // answers to commands (suspended, resumed, finished, cancelled, error).
 // Commands: suspend, resume, finish (prints the session folder, then exits), cancel (exits).
 // End of input cancels the session and exits.
@@ -75,6 +76,7 @@ while let flag = arguments.popFirst() {
     configuration.pageSettings.strings = strings
   case "--no-durability": configuration.durability = false
   case "--no-sniffing": configuration.contentPolicy = .off
+  case "--resumable": configuration.resumableUploads = ResumableUploads()
   case "--port": configuration.port = integer(after: flag)
   case "--bind":
     let address = value(after: flag)
@@ -152,6 +154,19 @@ let eventPrinter = Task {
   }
 }
 
+let pausePrinter = Task {
+  for await pause in server.pauses {
+    switch pause {
+    case .paused(let upload, let keptBytes):
+      output.emit(
+        ["event": "uploadPaused", "keptBytes": keptBytes].merging(describe(upload)) { a, _ in a })
+    case .resumed(let upload, let offset):
+      output.emit(
+        ["event": "uploadResumed", "offset": offset].merging(describe(upload)) { a, _ in a })
+    }
+  }
+}
+
 // MARK: - Commands
 
 /// Reads stdin on its own thread, so a blocking read never holds a thread of the cooperative pool.
@@ -205,4 +220,5 @@ commandLoop: for await command in commands {
 // End of input without finish or cancel: leave nothing behind.
 if !ended { await server.cancel() }
 eventPrinter.cancel()
+pausePrinter.cancel()
 exit(0)
