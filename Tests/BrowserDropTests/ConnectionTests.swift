@@ -57,6 +57,27 @@ struct ConnectionTests {
     #expect(session.incomingEntries().isEmpty)
   }
 
+  /// A timer on the loop (a systemd watchdog ping, the metrics' lag probe) must not hold back
+  /// an idle timeout until its next run. A large body moves on the cooperative pool, so its
+  /// waits (and their deadlines) can be set from another thread while the loop sleeps until the
+  /// timer is due; `Reactor` wakes the loop for such a deadline. (This test did not fail
+  /// without that wake-up here: something else woke the loop within the second. It guards the
+  /// behaviour, not the race.)
+  @Test func anIdleTimeoutFiresOnTimeWhileALongTimerIsSet() async throws {
+    let timer = EventLoopTimer.every(.seconds(120)) { _ in }
+    defer { EventLoopTimer.remove(timer) }
+    let session = try await TestSession.start { $0.idleTimeout = .seconds(1) }
+    defer { Task { await session.stop() } }
+    let stalled = try await session.client()
+    try await stalled.send(
+      Requests.uploadHead(port: session.port, encodedPath: "big.bin", length: 8 << 20))
+    try await stalled.send(TestBytes.make(2 << 20))
+    let started = ContinuousClock.now
+    #expect(try await stalled.closedSilently())
+    // 1 s, and a generous margin for a loaded machine; far below the timer's 120 s.
+    #expect(ContinuousClock.now - started < .seconds(30))
+  }
+
   @Test func aSlowBodyThatKeepsTricklingIsLeftAlone() async throws {
     let session = try await TestSession.start { $0.idleTimeout = .seconds(1) }
     defer { Task { await session.stop() } }

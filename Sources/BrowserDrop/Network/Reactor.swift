@@ -221,10 +221,12 @@ final class Reactor: TaskExecutor, Sendable {
       jobs.removeAll(keepingCapacity: true)
       let timeout = state.withLock { state in
         if !state.jobs.isEmpty { return Int32(0) }
-        let timeout = nextTimeout(in: state)
-        state.sleepingWithoutTimeout = timeout < 0
+        let deadlineTimeout = nextDeadlineTimeout(in: state)
+        // Without a deadline to watch, a new one must wake the loop, even when a timer would
+        // (a watchdog ping every 15 s must not delay an idle timeout by 15 s).
+        state.sleepingWithoutTimeout = deadlineTimeout < 0
         state.sleeping = true
-        return timeout
+        return nextTimeout(in: state, deadlineTimeout: deadlineTimeout)
       }
       let count: Int32
       do throws(SystemError) {
@@ -343,8 +345,7 @@ final class Reactor: TaskExecutor, Sendable {
 
   /// Milliseconds until the earliest deadline (at most `deadlineResolution`) or timer, or -1
   /// (wait forever) when neither is set.
-  private func nextTimeout(in state: State) -> Int32 {
-    let deadline = nextDeadlineTimeout(in: state)
+  private func nextTimeout(in state: State, deadlineTimeout deadline: Int32) -> Int32 {
     guard let timer = state.timers.values.lazy.map(\.due).min() else { return deadline }
     let remaining = ContinuousClock.now.duration(to: timer)
     let (seconds, attoseconds) = max(remaining, .zero).components
