@@ -62,14 +62,7 @@ import Testing
   @Test func threadsStartOnDemandAndCarryTheirNames() async throws {
     let pool = BlockingPool(name: "bd-named", threads: 2)
     #expect(pool.runningThreads == 0)
-    let name = await pool.run { () -> String in
-      // The kernel's name for the calling thread, with its newline.
-      let fd = open("/proc/thread-self/comm", O_RDONLY | O_CLOEXEC)
-      defer { close(fd) }
-      var buffer = [UInt8](repeating: 0, count: 32)
-      let count = read(fd, &buffer, buffer.count)
-      return String(decoding: buffer[..<max(0, count - 1)], as: UTF8.self)
-    }
+    let name = await pool.run { currentThreadName() }
     #expect(name == "bd-named-0")
     await pool.shutdown()
   }
@@ -84,4 +77,13 @@ import Testing
     #expect(blocked == [true, true, true, true, false])
     await pool.shutdown()
   }
+}
+
+/// The kernel's name for the calling thread (`/proc/thread-self/comm`, without its newline).
+func currentThreadName() -> String {
+  let fd = open("/proc/thread-self/comm", O_RDONLY | O_CLOEXEC)
+  defer { close(fd) }
+  var buffer = [UInt8](repeating: 0, count: 32)
+  let count = read(fd, &buffer, buffer.count)
+  return String(decoding: buffer[..<max(0, count - 1)], as: UTF8.self)
 }

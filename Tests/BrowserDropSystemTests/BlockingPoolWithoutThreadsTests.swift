@@ -78,13 +78,7 @@ import Testing
 
   @Test func longNamesAreCutToWhatTheKernelKeeps() async {
     let pool = BlockingPool.serial(name: "bd-a-rather-long-lane-name")
-    let name = await pool.run { () -> String in
-      let fd = open("/proc/thread-self/comm", O_RDONLY | O_CLOEXEC)
-      defer { close(fd) }
-      var buffer = [UInt8](repeating: 0, count: 32)
-      let count = read(fd, &buffer, buffer.count)
-      return String(decoding: buffer[..<max(0, count - 1)], as: UTF8.self)
-    }
+    let name = await pool.run { currentThreadName() }
     #expect(name == "bd-a-rather-lon")
     await pool.shutdown()
   }
