@@ -33,19 +33,28 @@ struct ConnectionTests {
     #expect(session.stagedFiles() == ["a/b.bin": body])
   }
 
-  @Test func aStalledBodyTimesOutAndAnIdleConnectionIsClosedSilently() async throws {
-    let session = try await TestSession.start { $0.idleTimeout = .seconds(1) }
+  /// The idle timeout reads the session's clock: on a manual one nothing times out before the
+  /// clock reaches it, however long the test takes, and everything silent since then does.
+  @Test(.timeLimit(.minutes(1)))
+  func aStalledBodyTimesOutAndAnIdleConnectionIsClosedSilently() async throws {
+    let clock = ManualClock()
+    let session = try await TestSession.start(clock: clock) { $0.idleTimeout = .seconds(30) }
     defer { Task { await session.stop() } }
-    let stalled = try await session.client()
-    try await stalled.send(
-      Requests.uploadHead(port: session.port, encodedPath: "s.bin", length: 100))
-    // The server keeps time on its own thread; when a loaded machine holds this task back for
-    // longer than the idle timeout, the server has already closed the connection (EPIPE here),
-    // which is the outcome checked below anyway.
-    try? await stalled.send(TestBytes.make(10))
     let idle = try await session.client()
+    let alive = try await session.client()
     let halfHead = try await session.client()
-    try? await halfHead.send("POST /upload?path=x HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+    try await halfHead.send("POST /upload?path=x HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+    let stalled = try await session.client()
+    // The head and the first 10 bytes in one piece: the body then waits once, for the rest.
+    try await stalled.send(
+      Array(Requests.uploadHead(port: session.port, encodedPath: "s.bin", length: 100).utf8)
+        + TestBytes.make(10))
+    // One deadline for each connection's head, and one for the stalled body's wait.
+    await clock.deadlinesMade(5)
+    clock.advance(by: .seconds(29))
+    try await alive.send("GET / HTTP/1.1\r\nHost: 127.0.0.1:\(session.port)\r\n\r\n")
+    #expect(try await alive.readReply().status == 200)
+    clock.advance(by: .seconds(1))
     #expect(try await idle.closedSilently())
     #expect(try await halfHead.closedSilently())
     #expect(try await stalled.closedSilently())
@@ -78,44 +87,48 @@ struct ConnectionTests {
     #expect(ContinuousClock.now - started < .seconds(30))
   }
 
-  @Test func aSlowBodyThatKeepsTricklingIsLeftAlone() async throws {
-    let session = try await TestSession.start { $0.idleTimeout = .seconds(1) }
+  /// A body that keeps arriving is never idle, however long it takes in all: 16 pieces, 20 s of
+  /// the session's clock apart (320 s in all), against an idle timeout of 30 s.
+  @Test(.timeLimit(.minutes(1)))
+  func aSlowBodyThatKeepsTricklingIsLeftAlone() async throws {
+    let clock = ManualClock()
+    let session = try await TestSession.start(clock: clock) { $0.idleTimeout = .seconds(30) }
     defer { Task { await session.stop() } }
     let client = try await session.client()
     let body = TestBytes.make(16)
     try await client.send(
       Requests.uploadHead(port: session.port, encodedPath: "slow.bin", length: body.count))
-    // 16 pieces, 100 ms apart: 1.6 s in all, beyond the idle timeout, never idle for it.
+    // The head's deadline, then the body's first wait.
+    var made = 2
+    await clock.deadlinesMade(made)
     for index in 0..<body.count {
+      clock.advance(by: .seconds(20))
       try await client.send([body[index]])
-      try await Task.sleep(for: .milliseconds(100))
+      // The server has read the piece once it waits again, with a deadline counted from now.
+      made += 1
+      if index < body.count - 1 { await clock.deadlinesMade(made) }
     }
     #expect(try await client.readReply().status == 201)
     #expect(session.stagedFiles() == ["slow.bin": body])
   }
 
   /// The head must be complete within `idleTimeout` of the connection, however steadily it
-  /// trickles: a byte every 200 ms is never silent for the timeout (1 s), yet it is closed
-  /// without a response about a second in, long before the head would be complete.
-  @Test func aRequestHeadTrickledPastTheIdleTimeoutIsClosed() async throws {
-    let session = try await TestSession.start { $0.idleTimeout = .seconds(1) }
+  /// trickles: a byte every 10 s of the session's clock is never silent for the timeout (30 s),
+  /// yet the connection is closed without a response once 30 s have passed since it opened.
+  @Test(.timeLimit(.minutes(1)))
+  func aRequestHeadTrickledPastTheIdleTimeoutIsClosed() async throws {
+    let clock = ManualClock()
+    let session = try await TestSession.start(clock: clock) { $0.idleTimeout = .seconds(30) }
     defer { Task { await session.stop() } }
-    let connected = ContinuousClock.now
     let client = try await session.client()
+    await clock.deadlinesMade(1)
     let head = Array(
       Requests.uploadHead(port: session.port, encodedPath: "slow-head.txt", length: 1).utf8)
-    let sender = Task {
-      // 200 ms a byte: about 20 s for the whole head. Stops when the server has closed.
-      for byte in head {
-        guard (try? await client.send([byte])) != nil else { return }
-        try? await Task.sleep(for: .milliseconds(200))
-      }
+    for byte in head.prefix(3) {
+      try await client.send([byte])
+      clock.advance(by: .seconds(10))
     }
     #expect(try await client.closedSilently())
-    let closedAfter = ContinuousClock.now - connected
-    sender.cancel()
-    #expect(closedAfter >= .milliseconds(900))
-    #expect(closedAfter < .seconds(6))
     #expect(await session.log.events.isEmpty)
   }
 

@@ -16,6 +16,10 @@ final class ManualClock: SessionClock {
     var nextID: UInt64 = 0
     /// Tests waiting for a sleeper with a given deadline.
     var watchers: [(deadline: Duration, continuation: CheckedContinuation<Void, Never>)] = []
+    /// Socket deadlines made so far (``deadline(after:)``).
+    var deadlinesMade = 0
+    /// Tests waiting for that count to reach a number.
+    var deadlineWatchers: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
   }
 
   private let state = Mutex(State())
@@ -46,7 +50,33 @@ final class ManualClock: SessionClock {
     }
   }
 
-  /// Moves time forward, waking every sleeper whose deadline has come.
+  /// A socket deadline on this clock (the connections' idle timeout), counted for
+  /// ``deadlinesMade(_:)``; the event loop checks it when ``advance(by:)`` wakes it.
+  func deadline(after duration: Duration) -> Deadline {
+    let (deadline, ready) = state.withLock { state in
+      state.deadlinesMade += 1
+      let (ready, waiting) = state.deadlineWatchers.partitioned { $0.count <= state.deadlinesMade }
+      state.deadlineWatchers = waiting
+      return (Deadline.onClock(self, state.now + duration), ready)
+    }
+    for watcher in ready { watcher.continuation.resume() }
+    return deadline
+  }
+
+  /// Returns once `count` socket deadlines have been made on this clock.
+  func deadlinesMade(_ count: Int) async {
+    await withCheckedContinuation { continuation in
+      let reached = state.withLock { state -> Bool in
+        if state.deadlinesMade >= count { return true }
+        state.deadlineWatchers.append((count, continuation))
+        return false
+      }
+      if reached { continuation.resume() }
+    }
+  }
+
+  /// Moves time forward, waking every sleeper whose deadline has come and making the event loop
+  /// check the socket deadlines.
   func advance(by duration: Duration) {
     let woken = state.withLock { state -> [Sleeper] in
       state.now += duration
@@ -55,6 +85,7 @@ final class ManualClock: SessionClock {
       return due.values.sorted { $0.deadline < $1.deadline }
     }
     for sleeper in woken { sleeper.continuation.resume() }
+    Reactor.shared.recheckDeadlines()
   }
 
   /// Returns once something sleeps until `deadline` (at once if something already does).

@@ -19,7 +19,7 @@ struct BodyTransfer {
 
   let socket: Socket
   let file: Int32
-  let idleTimeout: Duration
+  let idleTimeout: IdleTimeout
   let counter: ProgressCounter
   /// Where in `file` the moved bytes start.
   var fileOffset = 0
@@ -72,7 +72,7 @@ struct BodyTransfer {
       }
       guard let inPipe else {
         try await Reactor.shared.wait(
-          for: .readable, on: socket.fd, deadline: .now + idleTimeout)
+          for: .readable, on: socket.fd, deadline: idleTimeout.fromNow)
         continue
       }
       if inPipe == 0 { return .done(complete: false) }
@@ -136,7 +136,7 @@ struct BodyTransfer {
       if want == 0 { return false }
       let got = try await socket.read(
         into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<want]),
-        deadline: .now + idleTimeout)
+        deadline: idleTimeout.fromNow)
       if got == 0 { return false }
       try Self.writeAll(file, UnsafeRawBufferPointer(rebasing: buffer[..<got]))
       moved += got

@@ -34,7 +34,7 @@ final class Reactor: TaskExecutor, Sendable {
 
   private struct Waiter {
     var continuation: CheckedContinuation<Void, any Error>
-    var deadline: ContinuousClock.Instant?
+    var deadline: Deadline?
   }
 
   /// The loop's descriptors, while its thread runs.
@@ -122,6 +122,16 @@ final class Reactor: TaskExecutor, Sendable {
     if let wakeFD { _ = cbd_eventfd_signal(wakeFD) }
   }
 
+  /// Makes the loop check every deadline now: for a clock that does not follow real time (a
+  /// test's manual clock), whose deadlines the loop can't sleep until, when it has moved.
+  package func recheckDeadlines() {
+    let wakeFD = state.withLock { state -> Int32? in
+      guard let loop = state.loop, state.deadlineCount > 0 else { return nil }
+      return loop.wakeFD
+    }
+    if let wakeFD { _ = cbd_eventfd_signal(wakeFD) }
+  }
+
   /// Queues a job to run on the loop's thread; wakes the loop when it is waiting for events.
   /// While the loop isn't running, the job goes to the global concurrent executor instead, so a
   /// task that prefers this executor still runs.
@@ -143,7 +153,7 @@ final class Reactor: TaskExecutor, Sendable {
   /// Suspends until `fd` is ready for `interest`, the deadline passes (`WaitError.timedOut`) or
   /// the task is cancelled (`CancellationError`).
   func wait(
-    for interest: Interest, on fd: Int32, deadline: ContinuousClock.Instant? = nil
+    for interest: Interest, on fd: Int32, deadline: Deadline? = nil
   ) async throws {
     try Task.checkCancellation()
     try await withTaskCancellationHandler {
@@ -155,6 +165,12 @@ final class Reactor: TaskExecutor, Sendable {
         var wakeLoop: Int32?
         let failure: (any Error)? = state.withLock { state in
           guard let loop = state.loop else { return WaitError.loopEnded }
+          // A deadline on a test's clock may have passed before this wait: its clock's wake-up
+          // (`recheckDeadlines`) came too early for it. Checked under the lock that wake-up's
+          // check takes too, so no advance of the clock goes unseen.
+          if case .onClock = deadline, deadline?.hasPassed(at: .now) == true {
+            return WaitError.timedOut
+          }
           let op = state.registered.contains(fd) ? EPOLL_CTL_MOD : EPOLL_CTL_ADD
           let token = UInt64(UInt32(bitPattern: fd))
           guard cbd_epoll_ctl(loop.epollFD, op, fd, events, token) == 0 else {
@@ -162,10 +178,13 @@ final class Reactor: TaskExecutor, Sendable {
           }
           state.registered.insert(fd)
           state.waiters[fd] = Waiter(continuation: continuation, deadline: deadline)
-          if deadline != nil {
+          if let deadline {
             state.deadlineCount += 1
-            if state.sleepingWithoutTimeout { wakeLoop = loop.wakeFD }
-            state.sleepingWithoutTimeout = false
+            // A deadline on a test's clock needs no timeout: its clock wakes the loop.
+            if deadline.instant != nil, state.sleepingWithoutTimeout {
+              wakeLoop = loop.wakeFD
+              state.sleepingWithoutTimeout = false
+            }
           }
           return nil
         }
@@ -253,7 +272,7 @@ final class Reactor: TaskExecutor, Sendable {
         }
         if state.deadlineCount > 0 {
           let now = ContinuousClock.now
-          for (fd, waiter) in state.waiters where waiter.deadline.map({ $0 <= now }) == true {
+          for (fd, waiter) in state.waiters where waiter.deadline?.hasPassed(at: now) == true {
             if let waiter = take(fd, from: &state) { expired.append(waiter.continuation) }
           }
         }
@@ -360,7 +379,7 @@ final class Reactor: TaskExecutor, Sendable {
     let now = ContinuousClock.now
     var earliest: ContinuousClock.Instant?
     for waiter in state.waiters.values {
-      if let deadline = waiter.deadline, earliest.map({ deadline < $0 }) ?? true {
+      if let deadline = waiter.deadline?.instant, earliest.map({ deadline < $0 }) ?? true {
         earliest = deadline
       }
     }

@@ -23,7 +23,7 @@ final class Socket: Sendable {
   /// Reads what is there, waiting until something arrives or `deadline` passes.
   /// Returns 0 at end of stream.
   func read(
-    into buffer: UnsafeMutableRawBufferPointer, deadline: ContinuousClock.Instant?
+    into buffer: UnsafeMutableRawBufferPointer, deadline: Deadline?
   )
     async throws -> Int
   {
@@ -38,7 +38,7 @@ final class Socket: Sendable {
   }
 
   /// Writes all of `bytes`, waiting for room when the send buffer is full.
-  func write(_ bytes: [UInt8], deadline: ContinuousClock.Instant?) async throws {
+  func write(_ bytes: [UInt8], deadline: Deadline?) async throws {
     var offset = 0
     while offset < bytes.count {
       let sent = try bytes.withUnsafeBytes { raw in

@@ -61,7 +61,7 @@ extension BrowserDropServer {
     do throws(BrowserDropError) {
       services = try await SessionServices.load(
         server: self, configuration: configuration, staging: staging, partialKind: partialKind,
-        pageBundle: pageBundle)
+        pageBundle: pageBundle, clock: clock)
     } catch {
       throw await undo(error)
     }

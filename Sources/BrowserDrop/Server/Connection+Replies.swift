@@ -8,7 +8,7 @@ extension Connection {
   /// stops sending and closes earlier.
   func refuse(_ refusal: Refusal, thenDiscard unread: Int) async {
     do {
-      try await socket.write(Response.refusal(refusal), deadline: ContinuousClock.now + idleTimeout)
+      try await socket.write(Response.refusal(refusal), deadline: idleTimeout.fromNow)
     } catch {
       return
     }
@@ -29,7 +29,7 @@ extension Connection {
     var left = count
     while left > 0 {
       let want = UnsafeMutableRawBufferPointer(rebasing: scratch[..<min(left, scratch.count)])
-      let read = try? await socket.read(into: want, deadline: ContinuousClock.now + idleTimeout)
+      let read = try? await socket.read(into: want, deadline: idleTimeout.fromNow)
       guard let read, read > 0 else { return }
       left -= read
     }
@@ -38,7 +38,7 @@ extension Connection {
   /// Sends a refusal, then closes without resetting the connection under the response.
   func refuse(_ refusal: Refusal) async {
     do {
-      try await socket.write(Response.refusal(refusal), deadline: ContinuousClock.now + idleTimeout)
+      try await socket.write(Response.refusal(refusal), deadline: idleTimeout.fromNow)
     } catch {
       return
     }
@@ -49,7 +49,7 @@ extension Connection {
   /// bytes do not make the kernel reset the connection before the response is read.
   func closeGracefully() async {
     socket.shutdownOutput()
-    let deadline = ContinuousClock.now + min(idleTimeout, .seconds(2))
+    let deadline = idleTimeout.fromNow(atMost: .seconds(2))
     let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 * 1024, alignment: 16)
     defer { scratch.deallocate() }
     var drained = 0

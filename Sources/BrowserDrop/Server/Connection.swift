@@ -9,7 +9,7 @@ struct Connection {
 
   private static let headBufferSize = 64 * 1024
 
-  var idleTimeout: Duration { services.configuration.idleTimeout }
+  var idleTimeout: IdleTimeout { services.idleTimeout }
 
   /// Serves the one request and closes the socket on every path before returning, so the
   /// connection count the listener keeps never lags behind the descriptors actually open.
@@ -33,7 +33,7 @@ struct Connection {
   private func readHead(
     into buffer: UnsafeMutableRawBufferPointer
   ) async throws -> (RequestPolicy.Decision, Int, Int)? {
-    let deadline = ContinuousClock.now + idleTimeout
+    let deadline = idleTimeout.fromNow
     var filled = 0
     while true {
       let count = try await socket.read(
@@ -68,7 +68,7 @@ struct Connection {
   }
 
   private func serve(_ response: [UInt8]) async throws {
-    try await socket.write(response, deadline: ContinuousClock.now + idleTimeout)
+    try await socket.write(response, deadline: idleTimeout.fromNow)
     await closeGracefully()
   }
 
@@ -88,7 +88,7 @@ struct Connection {
     let receiver = UploadReceiver(socket: socket, services: services, ticket: ticket)
     switch await receiver.receive(expectsContinue: request.expectsContinue, leftover: leftover) {
     case .success(let response):
-      try? await socket.write(response, deadline: ContinuousClock.now + idleTimeout)
+      try? await socket.write(response, deadline: idleTimeout.fromNow)
     case .failure(let failure) where failure.keptOffset != nil:
       // Cut off and kept: paused, to be resumed. Nobody is left to answer.
       await server.pause(ticket, keptBytes: failure.keptOffset ?? 0)
@@ -131,7 +131,7 @@ struct Connection {
     case .success(let standing):
       try? await socket.write(
         Response.uploadState(offset: standing.offset, length: standing.length),
-        deadline: ContinuousClock.now + idleTimeout)
+        deadline: idleTimeout.fromNow)
       await closeGracefully()
     case .failure(let refusal):
       await refuse(refusal)

@@ -18,12 +18,14 @@ final class SessionServices: Sendable {
   /// How this session's volume makes partial files.
   let partialKind: PartialFile.Kind
   let folderSync = FolderSync()
+  /// How long a connection may be silent, on the server's clock.
+  let idleTimeout: IdleTimeout
   private let activeConnections = Atomic(0)
 
   private init(
     server: BrowserDropServer, configuration: BrowserDropServer.Configuration,
     staging: StagingFolder, partialKind: PartialFile.Kind, contentInspector: ContentInspector,
-    pageBundle: [String: [UInt8]]
+    pageBundle: [String: [UInt8]], clock: any SessionClock
   ) {
     self.server = server
     self.configuration = configuration
@@ -36,17 +38,19 @@ final class SessionServices: Sendable {
       resumable: configuration.resumableUploads != nil)
     self.contentInspector = contentInspector
     self.partialKind = partialKind
+    self.idleTimeout = IdleTimeout(duration: configuration.idleTimeout, clock: clock)
   }
 
   /// Loads what a session needs before it listens (the content-type database among them).
   static func load(
     server: BrowserDropServer, configuration: BrowserDropServer.Configuration,
-    staging: StagingFolder, partialKind: PartialFile.Kind, pageBundle: [String: [UInt8]]
+    staging: StagingFolder, partialKind: PartialFile.Kind, pageBundle: [String: [UInt8]],
+    clock: any SessionClock
   ) async throws(BrowserDropError) -> SessionServices {
     let inspector = try await ContentInspector.load(policy: configuration.contentPolicy)
     return SessionServices(
       server: server, configuration: configuration, staging: staging, partialKind: partialKind,
-      contentInspector: inspector, pageBundle: pageBundle)
+      contentInspector: inspector, pageBundle: pageBundle, clock: clock)
   }
 
   /// The free bytes on the staging volume, measured on the blocking pool (`statvfs` can block

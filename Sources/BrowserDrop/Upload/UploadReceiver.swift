@@ -13,7 +13,7 @@ struct UploadReceiver {
   let services: SessionServices
   let ticket: UploadTicket
 
-  var idleTimeout: Duration { services.configuration.idleTimeout }
+  var idleTimeout: IdleTimeout { services.idleTimeout }
 
   /// Receives the body (`leftover` holds its first bytes, read with the head) and returns the
   /// response to send (a refusal when the name was taken meanwhile), or the failure to report.
@@ -98,7 +98,7 @@ struct UploadReceiver {
 
   private func sendContinue() async throws(BodyFailure) {
     do {
-      try await socket.write(Response.continueBytes, deadline: ContinuousClock.now + idleTimeout)
+      try await socket.write(Response.continueBytes, deadline: idleTimeout.fromNow)
     } catch {
       throw .connectionLost
     }

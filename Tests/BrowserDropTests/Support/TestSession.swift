@@ -88,6 +88,7 @@ struct TestSession {
   /// `pageBundle` replaces the page embedded from `Page/` (an empty one: a build without it).
   static func start(
     pageBundle: [String: [UInt8]] = PageSource.bundledFiles,
+    clock: any SessionClock = SystemSessionClock(),
     _ configure: (inout BrowserDropServer.Configuration) -> Void = { _ in }
   ) async throws -> TestSession {
     let root = FileManager.default.temporaryDirectory.appending(
@@ -98,7 +99,8 @@ struct TestSession {
     configuration.stagingRoot = root
     configuration.reservedFreeSpace = 0
     configure(&configuration)
-    let server = BrowserDropServer(configuration: configuration, pageBundle: pageBundle)
+    let server = BrowserDropServer(
+      configuration: configuration, pageBundle: pageBundle, clock: clock)
     let log = EventLog(server.events)
     let addresses = try await server.start()
     return TestSession(server: server, port: addresses[0].port, log: log, root: root)
