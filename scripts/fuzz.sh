@@ -4,6 +4,8 @@
 # Fuzz/corpus/<target>.
 #   scripts/fuzz.sh [seconds per target, default 60] [target…]
 #   scripts/fuzz.sh --runs <executions per target> [target…]
+# FUZZ_TIMEOUT (seconds, default 10) is libFuzzer's bound for one input; raise it for long runs
+# on a loaded machine, where a starved process can take longer than that on any input.
 # Prints executions and executions/s per target. Exits non-zero when a target crashes, times out
 # or runs out of memory; the input that did it is kept as artifacts/fuzz/<target>-crash-… .
 # New corpus entries go to .build/fuzz/corpus/<target> (not checked in).
@@ -64,7 +66,7 @@ for target in "${targets[@]}"; do
   [[ $target == FuzzRequestHead ]] && max_len=20000
   # Swift's runtime keeps metadata caches for the life of the process: not leaks to report.
   ASAN_OPTIONS=detect_leaks=0 timeout "$watchdog" ".build/fuzz/debug/$target" \
-    "${bound[@]}" -timeout=10 -rss_limit_mb=2048 -max_len=$max_len \
+    "${bound[@]}" -timeout="${FUZZ_TIMEOUT:-10}" -rss_limit_mb=2048 -max_len=$max_len \
     -print_final_stats=1 -artifact_prefix="artifacts/fuzz/$target-" \
     "$work" "Fuzz/corpus/$target" >"$log" 2>&1
   rc=$?
