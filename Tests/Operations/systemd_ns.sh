@@ -1,16 +1,18 @@
 #!/bin/sh
 # A real systemd as PID 1 of a PID, mount and cgroup namespace of Tests/Operations/test_systemd.py.
 #   systemd_ns.sh CGROUP UNITS VAR CONSOLE TARGET
-# CGROUP  a cgroup2 folder the test made for this namespace (under /sys/fs/cgroup/unified);
-#         this script moves itself there, so the namespace's cgroup tree is that folder.
+# CGROUP  a cgroup2 folder the test made for this namespace (in the host's cgroup2 hierarchy,
+#         here /sys/fs/cgroup/unified); this script moves itself there, so the namespace's
+#         cgroup tree is that folder.
 # UNITS   the test's unit folder, shown as /etc/systemd/system inside.
 # VAR     the test's folder shown as /var inside (state folders of the services).
 # CONSOLE a terminal (the test's pty) shown as /dev/console: systemd's own log lines go there.
 # TARGET  the unit systemd starts (--unit=).
 # Inside: / read-only, /run and /tmp new tmpfs, a /dev of its own, a cgroup2 mount of the
 # namespace's tree alone on /sys/fs/cgroup, /sys and /proc/sys read-only. Nothing the host sees
-# changes but CGROUP and what the services write under VAR. Killing the namespace's PID 1 (or
-# this script's unshare) ends every process in it.
+# changes but CGROUP and what the services write under VAR. The network is the host's (the
+# kiosk listens on 127.0.0.1 only). Killing the namespace's PID 1 (or this script's unshare)
+# ends every process in it.
 set -eu
 if [ "${1-}" != inside ]; then
   echo $$ >"$1/cgroup.procs"

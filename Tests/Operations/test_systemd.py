@@ -338,10 +338,12 @@ def test_the_derived_unit_keeps_the_examples_notify_and_watchdog_settings(system
     for line in ["Type=notify", "NotifyAccess=main", "Restart=on-failure", "KillSignal=SIGTERM"]:
         assert line in example and line in derived
     assert "WatchdogSec=30" in example and "WatchdogSec=2" in derived
-    values = systemd.show(UNIT, "Type", "NotifyAccess", "WatchdogUSec", "Restart", "WatchdogSignal")
+    values = systemd.show(
+        UNIT, "Type", "NotifyAccess", "WatchdogUSec", "Restart", "WatchdogSignal", "Environment"
+    )
     assert values == {
         "Type": "notify", "NotifyAccess": "main", "WatchdogUSec": "2s", "Restart": "on-failure",
-        "WatchdogSignal": "6",
+        "WatchdogSignal": "6", "Environment": "SWIFT_BACKTRACE=enable=no",
     }
 
 
@@ -493,10 +495,15 @@ def test_systemctl_stop_is_clean(systemd):
         "ActiveState": "inactive", "SubState": "dead", "Result": "success",
         "ExecMainCode": "1", "ExecMainStatus": "0", "MainPID": "0",
     }
-    systemd.wait_console(
-        rf"{UNIT}: Got notification message from PID {pid} \(STOPPING=1, STATUS=", after=mark
-    )
+    # systemd's account, in order: SIGTERM, STOPPING=1 from the kiosk, exit 0.
     systemd.wait_console(rf"{UNIT}: Deactivated successfully\.", after=mark)
+    lines = systemd.console_lines(mark)
+    term = index_of(lines, f"{UNIT}: Changed running -> stop-sigterm")
+    stopping = index_of(
+        lines, f"{UNIT}: Got notification message from PID {pid} (STOPPING=1, STATUS=", after=term
+    )
+    exited = index_of(lines, f"{UNIT}: Main process exited, code=", after=stopping)
+    assert lines[exited].endswith("code=exited, status=0/SUCCESS (success)"), lines[exited]
     assert kiosk_log(systemd).splitlines()[-1] == (
         '{"event":"stopped","message":"Stopped.","staging":null}'
     )
