@@ -6,6 +6,19 @@ import Glibc
 /// `<id>.record` (path, length, durable offset), in one folder on the staging volume, so that a
 /// complete file is renamed into the session folder like any other. Every call blocks (file
 /// system, `fdatasync`): run them on the blocking pool.
+///
+/// With the `.stagingRoot` scope the store also remembers uploads that were stored, so that a
+/// client that lost its `201` (the process died before sending it) learns from `HEAD` after a
+/// restart that nothing is missing. The order of writes makes a crash at any step safe:
+/// 1. the body is written and flushed (`fdatasync`);
+/// 2. the record is replaced, durably, by one marked `stored` (`markStored`);
+/// 3. the partial file is renamed into the session folder, and that folder flushed;
+/// 4. the `201` is sent. The record stays until the upload expires.
+///
+/// `recover` reads a `stored` record whose partial file is gone as a stored upload (step 3
+/// happened: the file is in the session folder, which the kiosk makes a batch), and one whose
+/// partial file is still there as a paused upload (step 3 never happened). A paused upload is
+/// never reported as complete: see `pausedOffset`.
 struct ResumableStore: Sendable {
   /// What is known of one upload; the `.record` file's JSON.
   struct Record: Codable, Sendable, Equatable {
@@ -19,10 +32,17 @@ struct ResumableStore: Sendable {
     var boot: String
     /// Wall-clock seconds (since 1970) of the last byte received, for expiry across restarts.
     var updated: Double
+    /// Written (durably) just before the complete file is renamed into the session folder: from
+    /// then on, once the partial file is gone, the upload is stored. Absent while it is arriving
+    /// or paused.
+    var stored: Bool? = nil
   }
 
   /// The folder, created by `prepare`.
   let folder: String
+  /// Whether stored uploads are remembered on the disk (the `.stagingRoot` scope). A `.session`
+  /// store ends with its session, so it has nothing to tell a later process.
+  let remembersStored: Bool
 
   /// The store of a session (`scope` `.session`: inside its incoming folder) or of a staging
   /// root (`.stagingRoot`: `.browserdrop-resumable` in it, outliving sessions).
@@ -31,6 +51,7 @@ struct ResumableStore: Sendable {
     case .session: folder = staging.incomingPath + "/resumable"
     case .stagingRoot: folder = staging.root.path + "/.browserdrop-resumable"
     }
+    remembersStored = scope == .stagingRoot
   }
 
   /// Creates the folder when missing (private to the user: it holds what people sent).
@@ -79,11 +100,31 @@ struct ResumableStore: Sendable {
     var info = stat()
     try Syscall.blocking("fstat") { fstat(fd, &info) }
     var record = record
-    record.offset = min(Int(info.st_size), record.length)
+    record.offset = Self.pausedOffset(size: Int(info.st_size), length: record.length)
     record.boot = Self.bootID
     record.updated = Date().timeIntervalSince1970
     try write(record, to: recordPath(id), durably: true)
     return record.offset
+  }
+
+  /// Where a paused upload whose partial file holds `size` bytes goes on: at most one byte short
+  /// of its length. An offset equal to the length is the answer for a stored upload, and a
+  /// client told so sends nothing more; a partial file that holds every byte but was never
+  /// renamed into place (a crash between the last byte and the rename) must still be stored, so
+  /// its client sends the last byte again and the request that carries it stores the file.
+  static func pausedOffset(size: Int, length: Int) -> Int {
+    max(0, min(size, length - 1))
+  }
+
+  /// Step 2 of storing (see the type's comment): the record replaced by one marked `stored`,
+  /// durably unless `durably` is off (then a crash of the process is safe, a power cut is not).
+  func markStored(_ id: UploadID, _ record: Record, durably: Bool) throws(SystemError) {
+    var record = record
+    record.offset = record.length
+    record.stored = true
+    record.boot = Self.bootID
+    record.updated = Date().timeIntervalSince1970
+    try write(record, to: recordPath(id), durably: durably, atomically: true)
   }
 
   /// Forgets a stored upload's record (its partial file has been renamed into place).
@@ -91,24 +132,29 @@ struct ResumableStore: Sendable {
     unlink(recordPath(id))
   }
 
-  /// Forgets an upload: its partial file (unless already renamed into place) and its record.
+  /// Forgets an upload: its record, then its partial file (unless already renamed into place).
+  /// In that order, so that a crash in between never leaves a `stored` record without its
+  /// partial file, which would read as a stored upload.
   func remove(_ id: UploadID) {
-    unlink(partialPath(id))
     unlink(recordPath(id))
+    unlink(partialPath(id))
   }
 
-  /// The uploads kept here, each with its durable offset; expired, unreadable or orphaned
-  /// entries are removed. After a process crash on the same boot the kernel still holds every
-  /// byte that was written, so the file's size, once flushed, is durable; after a reboot only
-  /// the recorded offset is, and the file is cut back to it.
-  func recover(expiresAfter: Duration) -> [(UploadID, Record)] {
+  /// The uploads kept here: paused ones with their durable offset, and stored ones (`stored`
+  /// set, the newest `storedLimit`). Expired, unreadable or orphaned entries are removed, and
+  /// so are temporary files a crash left behind. After a process crash on the same boot the
+  /// kernel still holds every byte that was written, so the file's size, once flushed, is
+  /// durable; after a reboot only the recorded offset is, and the file is cut back to it.
+  func recover(
+    expiresAfter: Duration, storedLimit: Int = ResumeTable.completedMemory
+  ) -> [(UploadID, Record)] {
     guard let names = try? FileManager.default.contentsOfDirectory(atPath: folder) else {
       return []
     }
     let now = Date().timeIntervalSince1970
     let lifetime = Double(expiresAfter.components.seconds)
-    let boot = Self.bootID
-    var kept: [(UploadID, Record)] = []
+    var paused: [(UploadID, Record)] = []
+    var stored: [(UploadID, Record)] = []
     var known = Set<String>()
     for name in names where name.hasSuffix(".record") {
       let stem = name.dropLast(".record".count)
@@ -117,37 +163,55 @@ struct ResumableStore: Sendable {
         continue
       }
       guard let data = FileManager.default.contents(atPath: recordPath(id)),
-        var record = try? JSONDecoder().decode(Record.self, from: data),
-        now - record.updated < lifetime
+        let record = try? JSONDecoder().decode(Record.self, from: data),
+        now - record.updated < lifetime, let found = recover(id, record)
       else {
         remove(id)
         continue
       }
-      let fd = open(partialPath(id), O_RDWR | O_NOFOLLOW | O_CLOEXEC)
-      guard fd >= 0 else {
-        remove(id)
-        continue
-      }
-      defer { close(fd) }
-      var info = stat()
-      guard fstat(fd, &info) == 0 else {
-        remove(id)
-        continue
-      }
-      if !boot.isEmpty, record.boot == boot, fdatasync(fd) == 0 {
-        record.offset = min(Int(info.st_size), record.length)
+      if found.stored == true {
+        stored.append((id, found))
       } else {
-        record.offset = min(record.offset, Int(info.st_size))
-        _ = ftruncate(fd, off_t(record.offset))
+        paused.append((id, found))
+        known.insert(id.value)
       }
-      kept.append((id, record))
-      known.insert(id.value)
     }
-    // Partial files without a record (the record was never written, or lost with a power cut).
-    for name in names where name.hasSuffix(".partial") {
-      if !known.contains(String(name.dropLast(".partial".count))) { unlink(folder + "/" + name) }
+    stored.sort { $0.1.updated > $1.1.updated }
+    for (id, _) in stored.dropFirst(max(0, storedLimit)) { removeRecord(id) }
+    for name in names where !name.hasSuffix(".record") {
+      // Partial files without a record (the record was never written, or lost with a power
+      // cut), and a replacement's hidden temporary file that a crash left (`Durable.replace`).
+      let orphan = name.hasSuffix(".partial") && !known.contains(String(name.dropLast(8)))
+      if orphan || name.hasPrefix(".") { unlink(folder + "/" + name) }
     }
-    return kept
+    return paused + stored.prefix(max(0, storedLimit))
+  }
+
+  /// One record at start: stored (its partial file gone), paused with the offset it can go on
+  /// from, or `nil` when it must be forgotten.
+  private func recover(_ id: UploadID, _ record: Record) -> Record? {
+    var record = record
+    let fd = open(partialPath(id), O_RDWR | O_NOFOLLOW | O_CLOEXEC)
+    guard fd >= 0 else {
+      // Renamed into the session folder after the record said so: stored. Any other record
+      // without its partial file is of no use.
+      return record.stored == true && errno == ENOENT ? record : nil
+    }
+    defer { close(fd) }
+    // Marked stored, but the rename never happened: the upload is paused, and every byte is
+    // in the file (flushed before the mark).
+    record.stored = nil
+    var info = stat()
+    guard fstat(fd, &info) == 0, record.length > 0 else { return nil }
+    let boot = Self.bootID
+    if !boot.isEmpty, record.boot == boot, fdatasync(fd) == 0 {
+      record.offset = Self.pausedOffset(size: Int(info.st_size), length: record.length)
+    } else {
+      record.offset = Self.pausedOffset(
+        size: min(record.offset, Int(info.st_size)), length: record.length)
+      _ = ftruncate(fd, off_t(record.offset))
+    }
+    return record
   }
 
   /// The kernel's id for this boot: equal for two processes unless the machine restarted.
@@ -158,18 +222,30 @@ struct ResumableStore: Sendable {
     return String(text.filter { !$0.isWhitespace })
   }()
 
-  private func write(_ record: Record, to path: String, durably: Bool) throws(SystemError) {
+  /// Writes a record: durably (`Durable.replace`), or quickly, in place or (`atomically`)
+  /// through a hidden temporary file renamed over it, so that a crash leaves the old record or
+  /// the new one, never a part.
+  private func write(
+    _ record: Record, to path: String, durably: Bool, atomically: Bool = false
+  ) throws(SystemError) {
     let bytes = (try? JSONEncoder().encode(record)).map { [UInt8]($0) } ?? []
     if durably {
       try Durable.replace(path, with: bytes)
       return
     }
-    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o600)
+    let target = atomically ? folder + "/." + path.dropFirst(folder.count + 1) + ".new" : path
+    let fd = open(target, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o600)
     guard fd >= 0 else { throw SystemError(call: "open", code: errno) }
-    defer { close(fd) }
     let written = bytes.withUnsafeBytes { raw in
       Result { () throws(SystemError) in try BodyTransfer.writeAll(fd, raw) }
     }
-    try written.get()
+    close(fd)
+    do throws(SystemError) {
+      try written.get()
+      if atomically { try Syscall.blocking("rename") { rename(target, path) } }
+    } catch {
+      if atomically { unlink(target) }
+      throw error
+    }
   }
 }
