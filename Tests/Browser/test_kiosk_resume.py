@@ -132,13 +132,11 @@ def store_entries(tmp_path):
 
 
 def only_stored_records(tmp_path):
-    """What is left in the resumable store: no bytes of an upload, only records of stored uploads
-    (kept until they expire, so a page that lost a 201 learns the file arrived)."""
-    folder = tmp_path / "staging" / ".browserdrop-resumable"
+    """What is left in the resumable store: no bytes of an upload, only the records of stored
+    uploads (a record without its partial file), kept until they expire so that a page that lost
+    a 201 learns the file arrived."""
     names = store_entries(tmp_path)
     assert names and all(n.endswith(".record") for n in names), names
-    for name in names:
-        assert json.loads((folder / name).read_text()).get("stored") is True, name
     return names
 
 

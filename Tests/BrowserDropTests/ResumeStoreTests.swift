@@ -6,8 +6,9 @@ import Testing
 @testable import BrowserDrop
 
 /// What the staging root's resumable store makes, at start, of what a crash can leave at each
-/// step of storing an upload (`ResumableStore`'s order of writes), and a stored upload that a
-/// later session still reports as complete until it expires.
+/// step of storing an upload (`ResumableStore`'s order of steps: a record without its partial
+/// file is a stored upload), and a stored upload that a later session still reports as
+/// complete until it expires.
 @Suite("The resumable store after a crash")
 struct ResumeStoreTests {
   static func store(_ root: URL) throws -> ResumableStore {
@@ -59,18 +60,20 @@ struct ResumeStoreTests {
   @Test func eachCrashPointIsReadBackAsStoredOrPaused() throws {
     let folder = try TemporaryFolder()
     let store = try Self.store(folder.url)
-    let (full, marked, renamed, cut, rebooted, lost, empty, expired) = (
+    let (full, kept, renamed, cut, rebooted, empty, expired) = (
       try Self.id(1), try Self.id(2), try Self.id(3), try Self.id(4), try Self.id(5),
-      try Self.id(6), try Self.id(7), try Self.id(8)
+      try Self.id(6), try Self.id(7)
     )
-    // Every byte written, nothing marked (a crash before step 2).
+    // Every byte written, not yet renamed (a crash before step 2).
     try Self.make(store, full, length: 100, written: 100)
-    // Marked stored, never renamed (a crash between steps 2 and 3).
-    try Self.make(store, marked, length: 100, written: 100)
-    try store.markStored(marked, Self.record(length: 100), durably: true)
-    // Marked stored and renamed into the session folder (a crash after step 3).
+    // The same, paused in a session (the hold released after the last byte arrived).
+    try Self.make(store, kept, length: 100, written: 0)
+    let fd = open(store.partialPath(kept), O_RDWR)
+    #expect(Glibc.write(fd, [UInt8](repeating: 1, count: 100), 100) == 100)
+    #expect(try store.keep(fd: fd, kept, Self.record(length: 100)) == 99)
+    close(fd)
+    // Renamed into the session folder (a crash after step 2): the record alone.
     try Self.make(store, renamed, length: 100, written: 100)
-    try store.markStored(renamed, Self.record(length: 100), durably: false)
     #expect(rename(store.partialPath(renamed), folder.path("a.bin").path) == 0)
     // Cut off mid-body, same boot: the file's size counts.
     try Self.make(store, cut, length: 100, written: 40)
@@ -78,13 +81,9 @@ struct ResumeStoreTests {
     var old = Self.record(length: 100, boot: "another boot")
     old.offset = 30
     try Self.make(store, rebooted, length: 100, written: 80, record: old)
-    // Not stored and its partial file gone; an empty upload; one past its lifetime.
-    try Self.make(store, lost, length: 100, written: 10)
-    unlink(store.partialPath(lost))
+    // An empty upload never stored, and a stored one past its lifetime.
     try Self.make(store, empty, length: 0, written: 0)
-    var stale = Self.record(length: 100, age: 7200)
-    stale.stored = true
-    try Self.writeRecord(store, expired, stale)
+    try Self.writeRecord(store, expired, Self.record(length: 100, age: 7200))
     // Debris: a replacement's temporary file and a partial file without a record.
     _ = FileManager.default.createFile(atPath: store.folder + "/.x.record.tmp-1-2", contents: nil)
     _ = FileManager.default.createFile(
@@ -93,16 +92,15 @@ struct ResumeStoreTests {
     let found = Dictionary(
       store.recover(expiresAfter: .seconds(3600)).map { ($0.0, $0.1) },
       uniquingKeysWith: { first, _ in first })
-    #expect(found[full]?.stored == nil && found[full]?.offset == 99, "never reported complete")
-    #expect(
-      found[marked]?.stored == nil && found[marked]?.offset == 99, "the rename never happened")
+    #expect(found[full]?.stored == false && found[full]?.offset == 99, "never reported complete")
+    #expect(found[kept]?.stored == false && found[kept]?.offset == 99)
     #expect(found[renamed]?.stored == true && found[renamed]?.offset == 100)
     #expect(found[cut]?.offset == 40)
     #expect(found[rebooted]?.offset == 30 && Self.size(store.partialPath(rebooted)) == 30)
-    #expect(found[lost] == nil && found[empty] == nil && found[expired] == nil)
+    #expect(found[empty] == nil && found[expired] == nil)
     #expect(found.count == 5)
     let names = Set(try FileManager.default.contentsOfDirectory(atPath: store.folder))
-    let paused = [cut, full, marked, rebooted].flatMap { ["\($0).partial", "\($0).record"] }
+    let paused = [cut, full, kept, rebooted].flatMap { ["\($0).partial", "\($0).record"] }
     #expect(names == Set(paused + ["\(renamed).record"]), "debris or forgotten uploads stayed")
   }
 
@@ -110,9 +108,7 @@ struct ResumeStoreTests {
     let folder = try TemporaryFolder()
     let store = try Self.store(folder.url)
     for n in 1...3 {
-      var record = Self.record(length: 10, age: Double(10 - n))
-      record.stored = true
-      try Self.writeRecord(store, try Self.id(n), record)
+      try Self.writeRecord(store, try Self.id(n), Self.record(length: 10, age: Double(10 - n)))
     }
     let kept = store.recover(expiresAfter: .seconds(3600), storedLimit: 2).map(\.0)
     #expect(Set(kept) == [try Self.id(2), try Self.id(3)])

@@ -9,16 +9,16 @@ import Glibc
 ///
 /// With the `.stagingRoot` scope the store also remembers uploads that were stored, so that a
 /// client that lost its `201` (the process died before sending it) learns from `HEAD` after a
-/// restart that nothing is missing. The order of writes makes a crash at any step safe:
-/// 1. the body is written and flushed (`fdatasync`);
-/// 2. the record is replaced, durably, by one marked `stored` (`markStored`);
-/// 3. the partial file is renamed into the session folder, and that folder flushed;
-/// 4. the `201` is sent. The record stays until the upload expires.
-///
-/// `recover` reads a `stored` record whose partial file is gone as a stored upload (step 3
-/// happened: the file is in the session folder, which the kiosk makes a batch), and one whose
-/// partial file is still there as a paused upload (step 3 never happened). A paused upload is
-/// never reported as complete: see `pausedOffset`.
+/// restart that nothing is missing. A partial file leaves the store in one way only while its
+/// record stays: renamed into the session folder when the upload is stored. Forgetting an
+/// upload removes its record first (`remove`). So a record whose partial file is gone is a
+/// stored upload, and storing takes no extra write: a crash at any step is safe.
+/// 1. The last byte is written and flushed (`fdatasync`). A crash here leaves the record and the
+///    whole partial file: a paused upload (never reported complete: see `pausedOffset`).
+/// 2. The partial file is renamed into the session folder (one `renameat`), and that folder
+///    flushed. A crash from here on leaves the record without its partial file: stored, and the
+///    file is in the session folder, which the kiosk makes a batch at its next start.
+/// 3. The `201` is sent. The record stays until the upload expires.
 struct ResumableStore: Sendable {
   /// What is known of one upload; the `.record` file's JSON.
   struct Record: Codable, Sendable, Equatable {
@@ -32,10 +32,13 @@ struct ResumableStore: Sendable {
     var boot: String
     /// Wall-clock seconds (since 1970) of the last byte received, for expiry across restarts.
     var updated: Double
-    /// Written (durably) just before the complete file is renamed into the session folder: from
-    /// then on, once the partial file is gone, the upload is stored. Absent while it is arriving
-    /// or paused.
-    var stored: Bool? = nil
+    /// Set by `recover` for a stored upload (its partial file gone); never written: the
+    /// missing partial file is what says so.
+    var stored = false
+
+    private enum CodingKeys: String, CodingKey {
+      case path, length, offset, boot, updated
+    }
   }
 
   /// The folder, created by `prepare`.
@@ -116,32 +119,21 @@ struct ResumableStore: Sendable {
     max(0, min(size, length - 1))
   }
 
-  /// Step 2 of storing (see the type's comment): the record replaced by one marked `stored`,
-  /// durably unless `durably` is off (then a crash of the process is safe, a power cut is not).
-  func markStored(_ id: UploadID, _ record: Record, durably: Bool) throws(SystemError) {
-    var record = record
-    record.offset = record.length
-    record.stored = true
-    record.boot = Self.bootID
-    record.updated = Date().timeIntervalSince1970
-    try write(record, to: recordPath(id), durably: durably, atomically: true)
-  }
-
   /// Forgets a stored upload's record (its partial file has been renamed into place).
   func removeRecord(_ id: UploadID) {
     unlink(recordPath(id))
   }
 
   /// Forgets an upload: its record, then its partial file (unless already renamed into place).
-  /// In that order, so that a crash in between never leaves a `stored` record without its
-  /// partial file, which would read as a stored upload.
+  /// In that order, so that a crash in between never leaves a record without its partial file,
+  /// which would read as a stored upload.
   func remove(_ id: UploadID) {
     unlink(recordPath(id))
     unlink(partialPath(id))
   }
 
   /// The uploads kept here: paused ones with their durable offset, and stored ones (`stored`
-  /// set, the newest `storedLimit`). Expired, unreadable or orphaned entries are removed, and
+  /// set, `offset` = `length`, the newest `storedLimit`). Expired, unreadable or orphaned entries are removed, and
   /// so are temporary files a crash left behind. After a process crash on the same boot the
   /// kernel still holds every byte that was written, so the file's size, once flushed, is
   /// durable; after a reboot only the recorded offset is, and the file is cut back to it.
@@ -169,7 +161,7 @@ struct ResumableStore: Sendable {
         remove(id)
         continue
       }
-      if found.stored == true {
+      if found.stored {
         stored.append((id, found))
       } else {
         paused.append((id, found))
@@ -180,7 +172,7 @@ struct ResumableStore: Sendable {
     for (id, _) in stored.dropFirst(max(0, storedLimit)) { removeRecord(id) }
     for name in names where !name.hasSuffix(".record") {
       // Partial files without a record (the record was never written, or lost with a power
-      // cut), and a replacement's hidden temporary file that a crash left (`Durable.replace`).
+      // cut), and the hidden temporary file of a replacement a crash cut short (`keep`).
       let orphan = name.hasSuffix(".partial") && !known.contains(String(name.dropLast(8)))
       if orphan || name.hasPrefix(".") { unlink(folder + "/" + name) }
     }
@@ -193,14 +185,13 @@ struct ResumableStore: Sendable {
     var record = record
     let fd = open(partialPath(id), O_RDWR | O_NOFOLLOW | O_CLOEXEC)
     guard fd >= 0 else {
-      // Renamed into the session folder after the record said so: stored. Any other record
-      // without its partial file is of no use.
-      return record.stored == true && errno == ENOENT ? record : nil
+      // Renamed into a session folder: stored.
+      guard errno == ENOENT else { return nil }
+      record.stored = true
+      record.offset = record.length
+      return record
     }
     defer { close(fd) }
-    // Marked stored, but the rename never happened: the upload is paused, and every byte is
-    // in the file (flushed before the mark).
-    record.stored = nil
     var info = stat()
     guard fstat(fd, &info) == 0, record.length > 0 else { return nil }
     let boot = Self.bootID
@@ -222,30 +213,18 @@ struct ResumableStore: Sendable {
     return String(text.filter { !$0.isWhitespace })
   }()
 
-  /// Writes a record: durably (`Durable.replace`), or quickly, in place or (`atomically`)
-  /// through a hidden temporary file renamed over it, so that a crash leaves the old record or
-  /// the new one, never a part.
-  private func write(
-    _ record: Record, to path: String, durably: Bool, atomically: Bool = false
-  ) throws(SystemError) {
+  private func write(_ record: Record, to path: String, durably: Bool) throws(SystemError) {
     let bytes = (try? JSONEncoder().encode(record)).map { [UInt8]($0) } ?? []
     if durably {
       try Durable.replace(path, with: bytes)
       return
     }
-    let target = atomically ? folder + "/." + path.dropFirst(folder.count + 1) + ".new" : path
-    let fd = open(target, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o600)
+    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o600)
     guard fd >= 0 else { throw SystemError(call: "open", code: errno) }
+    defer { close(fd) }
     let written = bytes.withUnsafeBytes { raw in
       Result { () throws(SystemError) in try BodyTransfer.writeAll(fd, raw) }
     }
-    close(fd)
-    do throws(SystemError) {
-      try written.get()
-      if atomically { try Syscall.blocking("rename") { rename(target, path) } }
-    } catch {
-      if atomically { unlink(target) }
-      throw error
-    }
+    try written.get()
   }
 }

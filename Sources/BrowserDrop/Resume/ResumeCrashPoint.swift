@@ -6,10 +6,8 @@ import Glibc
 /// `browserdrop --kiosk` honours it, so the crash order is proved on the real command, not on a
 /// copy of its logic. Unset (always, outside tests), `reach` does nothing.
 enum ResumeCrashPoint: String, Sendable {
-  /// Every byte of the body is written and flushed; nothing says yet that it is complete.
+  /// Every byte of the body is written and flushed; the file is still in the resumable store.
   case received = "resume-received"
-  /// The record says "stored" (durably); the file is still in the resumable store.
-  case completing = "resume-completing"
   /// The file has its name in the session folder; the folder is not yet flushed and no answer
   /// has been sent (the client's 201 is lost).
   case stored = "resume-stored"

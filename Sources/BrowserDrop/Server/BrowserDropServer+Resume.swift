@@ -113,9 +113,9 @@ extension BrowserDropServer {
   }
 
   /// The resumable upload `resumable` was stored (its file renamed into the session folder):
-  /// remembered as complete until it expires, on the disk too with the `.stagingRoot` scope
-  /// (the record `UploadReceiver.markStored` wrote stays), so a client that lost the 201 learns
-  /// from `HEAD` that it arrived, after a restart as well.
+  /// remembered as complete until it expires. With the `.stagingRoot` scope its record stays
+  /// on the disk, without its partial file, which is what says "stored" (`ResumableStore`), so
+  /// a client that lost the 201 learns from `HEAD` that it arrived, after a restart as well.
   func completeResumable(_ resumable: ResumableTicket) {
     let lifetime = configuration.resumableUploads?.expiresAfter ?? .zero
     if !resumable.store.remembersStored { resumable.store.removeRecord(resumable.id) }
@@ -152,7 +152,7 @@ extension BrowserDropServer {
       }
       let age = Duration.milliseconds(Int64(max(0, now - record.updated) * 1000))
       let expiresAt = clock.now + lifetime - age
-      if record.stored == true {
+      if record.stored {
         if let forgotten = resumeTable.recoveredComplete(
           id, path: path, length: record.length, expiresAt: expiresAt)
         {

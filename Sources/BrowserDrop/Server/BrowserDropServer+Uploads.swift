@@ -57,6 +57,7 @@ extension BrowserDropServer {
       return .failure(conflict)
     }
     let changed: [String]
+    if ticket.resumable != nil { ResumeCrashPoint.reach(.received) }
     do {
       changed = try staging.place(partial: partial, at: ticket.path, sessionFD: session.sessionFD)
     } catch {

@@ -77,7 +77,6 @@ struct UploadReceiver {
       let found = try await finishWriting(fd, alreadyFound: inspected)
       if let refusal = found.refusal { throw .refusedContent(refusal) }
       if Task.isCancelled { throw .cancelled }
-      try await markStored(resumable, record)
       return try await store(partial, found: found, installed: &installed)
     } catch  where error.isResumable {
       let store = resumable.store
