@@ -50,7 +50,7 @@ struct ResumeTableTests {
     #expect(
       table.checkResume(a, path: path, offset: 40, size: 60)
         == .proceed(.init(upload: upload, length: 100, offset: 40)))
-    table.complete(a)
+    _ = table.complete(a, expiresAt: .seconds(100))
     #expect(table.standing(a, path: path) == .complete(length: 100))
     #expect(table.checkResume(a, path: path, offset: 100, size: 0).refusal?.uploadOffset == 100)
   }
@@ -105,5 +105,40 @@ extension UploadAdmission.Decision {
 
   fileprivate var resumeTicket: UploadTicket? {
     if case .accept(let ticket, _) = self { ticket } else { nil }
+  }
+}
+
+extension ResumeTableTests {
+  /// A stored upload is remembered until it expires (the newest `completedMemory` of them): a
+  /// POST or PATCH of its id is refused with where it stands, complete.
+  @Test func storedUploadsAreRememberedUntilTheyExpire() throws {
+    var table = ResumeTable()
+    let a = try Self.id("AAAAAAAAAAAAAAAAAAAAAA")
+    let path = try UploadPath(validating: "a.bin")
+    let hold = UploadHold()
+    _ = table.start(
+      a, path: path, length: 100, upload: Upload(id: 1, relativePath: "a.bin", size: 100),
+      hold: hold)
+    #expect(table.checkStart(a, path: path) == nil, "not stored yet")
+    #expect(table.complete(a, expiresAt: .seconds(10)) == nil)
+    let again = try #require(table.checkStart(a, path: path))
+    #expect(again.error == .offsetMismatch && again.uploadOffset == 100)
+    #expect(again.uploadLength == 100)
+    #expect(
+      table.checkStart(a, path: try UploadPath(validating: "b.bin"))?.error == .uploadMismatch)
+    #expect(table.expireCompleted(now: .seconds(9)).isEmpty)
+    #expect(table.expireCompleted(now: .seconds(10)) == [a])
+    #expect(table.standing(a, path: path) == .unknown)
+
+    // Past the memory, the oldest is forgotten, and named so that its record goes too.
+    var first: UploadID?
+    for n in 0...ResumeTable.completedMemory {
+      let hex = String(n, radix: 16)
+      let id = try Self.id(String(repeating: "0", count: 32 - hex.count) + hex)
+      if first == nil { first = id }
+      let forgotten = table.recoveredComplete(
+        id, path: path, length: 1, expiresAt: .seconds(Int64(20 + n)))
+      #expect(forgotten == (n == ResumeTable.completedMemory ? first : nil))
+    }
   }
 }

@@ -6,6 +6,19 @@ import Glibc
 /// `<id>.record` (path, length, durable offset), in one folder on the staging volume, so that a
 /// complete file is renamed into the session folder like any other. Every call blocks (file
 /// system, `fdatasync`): run them on the blocking pool.
+///
+/// With the `.stagingRoot` scope the store also remembers uploads that were stored, so that a
+/// client that lost its `201` (the process died before sending it) learns from `HEAD` after a
+/// restart that nothing is missing. A partial file leaves the store in one way only while its
+/// record stays: renamed into the session folder when the upload is stored. Forgetting an
+/// upload removes its record first (`remove`). So a record whose partial file is gone is a
+/// stored upload, and storing takes no extra write: a crash at any step is safe.
+/// 1. The last byte is written and flushed (`fdatasync`). A crash here leaves the record and the
+///    whole partial file: a paused upload (never reported complete: see `pausedOffset`).
+/// 2. The partial file is renamed into the session folder (one `renameat`), and that folder
+///    flushed. A crash from here on leaves the record without its partial file: stored, and the
+///    file is in the session folder, which the kiosk makes a batch at its next start.
+/// 3. The `201` is sent. The record stays until the upload expires.
 struct ResumableStore: Sendable {
   /// What is known of one upload; the `.record` file's JSON.
   struct Record: Codable, Sendable, Equatable {
@@ -19,10 +32,20 @@ struct ResumableStore: Sendable {
     var boot: String
     /// Wall-clock seconds (since 1970) of the last byte received, for expiry across restarts.
     var updated: Double
+    /// Set by `recover` for a stored upload (its partial file gone); never written: the
+    /// missing partial file is what says so.
+    var stored = false
+
+    private enum CodingKeys: String, CodingKey {
+      case path, length, offset, boot, updated
+    }
   }
 
   /// The folder, created by `prepare`.
   let folder: String
+  /// Whether stored uploads are remembered on the disk (the `.stagingRoot` scope). A `.session`
+  /// store ends with its session, so it has nothing to tell a later process.
+  let remembersStored: Bool
 
   /// The store of a session (`scope` `.session`: inside its incoming folder) or of a staging
   /// root (`.stagingRoot`: `.browserdrop-resumable` in it, outliving sessions).
@@ -31,6 +54,7 @@ struct ResumableStore: Sendable {
     case .session: folder = staging.incomingPath + "/resumable"
     case .stagingRoot: folder = staging.root.path + "/.browserdrop-resumable"
     }
+    remembersStored = scope == .stagingRoot
   }
 
   /// Creates the folder when missing (private to the user: it holds what people sent).
@@ -79,11 +103,20 @@ struct ResumableStore: Sendable {
     var info = stat()
     try Syscall.blocking("fstat") { fstat(fd, &info) }
     var record = record
-    record.offset = min(Int(info.st_size), record.length)
+    record.offset = Self.pausedOffset(size: Int(info.st_size), length: record.length)
     record.boot = Self.bootID
     record.updated = Date().timeIntervalSince1970
     try write(record, to: recordPath(id), durably: true)
     return record.offset
+  }
+
+  /// Where a paused upload whose partial file holds `size` bytes goes on: at most one byte short
+  /// of its length. An offset equal to the length is the answer for a stored upload, and a
+  /// client told so sends nothing more; a partial file that holds every byte but was never
+  /// renamed into place (a crash between the last byte and the rename) must still be stored, so
+  /// its client sends the last byte again and the request that carries it stores the file.
+  static func pausedOffset(size: Int, length: Int) -> Int {
+    max(0, min(size, length - 1))
   }
 
   /// Forgets a stored upload's record (its partial file has been renamed into place).
@@ -91,24 +124,29 @@ struct ResumableStore: Sendable {
     unlink(recordPath(id))
   }
 
-  /// Forgets an upload: its partial file (unless already renamed into place) and its record.
+  /// Forgets an upload: its record, then its partial file (unless already renamed into place).
+  /// In that order, so that a crash in between never leaves a record without its partial file,
+  /// which would read as a stored upload.
   func remove(_ id: UploadID) {
-    unlink(partialPath(id))
     unlink(recordPath(id))
+    unlink(partialPath(id))
   }
 
-  /// The uploads kept here, each with its durable offset; expired, unreadable or orphaned
-  /// entries are removed. After a process crash on the same boot the kernel still holds every
-  /// byte that was written, so the file's size, once flushed, is durable; after a reboot only
-  /// the recorded offset is, and the file is cut back to it.
-  func recover(expiresAfter: Duration) -> [(UploadID, Record)] {
+  /// The uploads kept here: paused ones with their durable offset, and stored ones (`stored`
+  /// set, `offset` = `length`, the newest `storedLimit`). Expired, unreadable or orphaned entries are removed, and
+  /// so are temporary files a crash left behind. After a process crash on the same boot the
+  /// kernel still holds every byte that was written, so the file's size, once flushed, is
+  /// durable; after a reboot only the recorded offset is, and the file is cut back to it.
+  func recover(
+    expiresAfter: Duration, storedLimit: Int = ResumeTable.completedMemory
+  ) -> [(UploadID, Record)] {
     guard let names = try? FileManager.default.contentsOfDirectory(atPath: folder) else {
       return []
     }
     let now = Date().timeIntervalSince1970
     let lifetime = Double(expiresAfter.components.seconds)
-    let boot = Self.bootID
-    var kept: [(UploadID, Record)] = []
+    var paused: [(UploadID, Record)] = []
+    var stored: [(UploadID, Record)] = []
     var known = Set<String>()
     for name in names where name.hasSuffix(".record") {
       let stem = name.dropLast(".record".count)
@@ -117,37 +155,54 @@ struct ResumableStore: Sendable {
         continue
       }
       guard let data = FileManager.default.contents(atPath: recordPath(id)),
-        var record = try? JSONDecoder().decode(Record.self, from: data),
-        now - record.updated < lifetime
+        let record = try? JSONDecoder().decode(Record.self, from: data),
+        now - record.updated < lifetime, let found = recover(id, record)
       else {
         remove(id)
         continue
       }
-      let fd = open(partialPath(id), O_RDWR | O_NOFOLLOW | O_CLOEXEC)
-      guard fd >= 0 else {
-        remove(id)
-        continue
-      }
-      defer { close(fd) }
-      var info = stat()
-      guard fstat(fd, &info) == 0 else {
-        remove(id)
-        continue
-      }
-      if !boot.isEmpty, record.boot == boot, fdatasync(fd) == 0 {
-        record.offset = min(Int(info.st_size), record.length)
+      if found.stored {
+        stored.append((id, found))
       } else {
-        record.offset = min(record.offset, Int(info.st_size))
-        _ = ftruncate(fd, off_t(record.offset))
+        paused.append((id, found))
+        known.insert(id.value)
       }
-      kept.append((id, record))
-      known.insert(id.value)
     }
-    // Partial files without a record (the record was never written, or lost with a power cut).
-    for name in names where name.hasSuffix(".partial") {
-      if !known.contains(String(name.dropLast(".partial".count))) { unlink(folder + "/" + name) }
+    stored.sort { $0.1.updated > $1.1.updated }
+    for (id, _) in stored.dropFirst(max(0, storedLimit)) { removeRecord(id) }
+    for name in names where !name.hasSuffix(".record") {
+      // Partial files without a record (the record was never written, or lost with a power
+      // cut), and the hidden temporary file of a replacement a crash cut short (`keep`).
+      let orphan = name.hasSuffix(".partial") && !known.contains(String(name.dropLast(8)))
+      if orphan || name.hasPrefix(".") { unlink(folder + "/" + name) }
     }
-    return kept
+    return paused + stored.prefix(max(0, storedLimit))
+  }
+
+  /// One record at start: stored (its partial file gone), paused with the offset it can go on
+  /// from, or `nil` when it must be forgotten.
+  private func recover(_ id: UploadID, _ record: Record) -> Record? {
+    var record = record
+    let fd = open(partialPath(id), O_RDWR | O_NOFOLLOW | O_CLOEXEC)
+    guard fd >= 0 else {
+      // Renamed into a session folder: stored.
+      guard errno == ENOENT else { return nil }
+      record.stored = true
+      record.offset = record.length
+      return record
+    }
+    defer { close(fd) }
+    var info = stat()
+    guard fstat(fd, &info) == 0, record.length > 0 else { return nil }
+    let boot = Self.bootID
+    if !boot.isEmpty, record.boot == boot, fdatasync(fd) == 0 {
+      record.offset = Self.pausedOffset(size: Int(info.st_size), length: record.length)
+    } else {
+      record.offset = Self.pausedOffset(
+        size: min(record.offset, Int(info.st_size)), length: record.length)
+      _ = ftruncate(fd, off_t(record.offset))
+    }
+    return record
   }
 
   /// The kernel's id for this boot: equal for two processes unless the machine restarted.

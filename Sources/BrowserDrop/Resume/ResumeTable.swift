@@ -39,10 +39,19 @@ struct ResumeTable {
     case refuse(Refusal)
   }
 
+  /// A stored upload, remembered until `expiresAt` on the session clock.
+  struct Completed {
+    let path: UploadPath
+    let length: Int
+    let expiresAt: Duration
+  }
+
   private(set) var entries: [UploadID: Entry] = [:]
-  /// Ids of uploads stored in this session (bounded), so that a client that lost the `201`
-  /// learns from `HEAD` that everything arrived rather than sending it again.
-  private var completed: [UploadID: (path: UploadPath, length: Int)] = [:]
+  /// Ids of stored uploads (the newest `completedMemory`, until they expire), so that a client
+  /// that lost the `201` learns from `HEAD` that everything arrived rather than sending it
+  /// again. With the `.stagingRoot` scope they come from the store too: stored by an earlier
+  /// session or process.
+  private var completed: [UploadID: Completed] = [:]
   private var completedOrder: [UploadID] = []
   static let completedMemory = 4096
 
@@ -78,11 +87,7 @@ struct ResumeTable {
       return .refuse(refusal)
     }
     let otherPath = "That upload id belongs to another path."
-    if let done = completed[id] {
-      guard done.path == path else { return refusal(.uploadMismatch, otherPath, at: nil, of: nil) }
-      return refusal(
-        .offsetMismatch, "The upload is already complete.", at: done.length, of: done.length)
-    }
+    if let done = checkStart(id, path: path) { return .refuse(done) }
     guard let entry = entries[id] else { return refusal(.unknownUpload, at: nil, of: nil) }
     guard entry.path == path else { return refusal(.uploadMismatch, otherPath, at: nil, of: nil) }
     if entry.hold != nil { return .held }
@@ -97,6 +102,23 @@ struct ResumeTable {
     }
     return .proceed(
       Entry.Snapshot(upload: entry.upload, length: entry.length, offset: entry.offset))
+  }
+
+  /// The refusal of a request that would send upload `id` again when it is stored already
+  /// (a POST with its id, or a PATCH): `409 offset_mismatch` saying where it stands, complete,
+  /// so a client that lost the `201` asks `HEAD` and sends nothing more; `409 upload_mismatch`
+  /// when the id was stored for another path. `nil` when the id is not a stored upload's.
+  func checkStart(_ id: UploadID, path: UploadPath) -> Refusal? {
+    guard let done = completed[id] else { return nil }
+    var refusal =
+      done.path == path
+      ? Refusal(.offsetMismatch, "The upload is already complete.")
+      : Refusal(.uploadMismatch, "That upload id belongs to another path.")
+    if done.path == path {
+      refusal.uploadOffset = done.length
+      refusal.uploadLength = done.length
+    }
+    return refusal
   }
 
   /// The hold on `id`, if a request has it.
@@ -130,14 +152,42 @@ struct ResumeTable {
     entries[id]?.expiresAt = expiresAt
   }
 
-  /// The upload was stored: forgotten, its id remembered as complete.
-  mutating func complete(_ id: UploadID) {
-    guard let entry = entries.removeValue(forKey: id) else { return }
-    completed[id] = (entry.path, entry.length)
+  /// The upload was stored: forgotten, its id remembered as complete until `expiresAt`.
+  /// Returns the id no longer remembered to make room, if any (its record goes too).
+  mutating func complete(_ id: UploadID, expiresAt: Duration) -> UploadID? {
+    guard let entry = entries.removeValue(forKey: id) else { return nil }
+    return remember(id, Completed(path: entry.path, length: entry.length, expiresAt: expiresAt))
+  }
+
+  /// A stored upload found in the store at start. Returns the id no longer remembered to make
+  /// room, if any.
+  mutating func recoveredComplete(
+    _ id: UploadID, path: UploadPath, length: Int, expiresAt: Duration
+  ) -> UploadID? {
+    remember(id, Completed(path: path, length: length, expiresAt: expiresAt))
+  }
+
+  private mutating func remember(_ id: UploadID, _ done: Completed) -> UploadID? {
+    forgetCompleted(id)
+    completed[id] = done
     completedOrder.append(id)
-    if completedOrder.count > Self.completedMemory {
-      completed.removeValue(forKey: completedOrder.removeFirst())
+    guard completedOrder.count > Self.completedMemory else { return nil }
+    let oldest = completedOrder.removeFirst()
+    completed.removeValue(forKey: oldest)
+    return oldest
+  }
+
+  /// Forgets the stored uploads whose time is up and returns their ids. They are remembered in
+  /// the order they expire (one lifetime for all; those found at start come first, oldest
+  /// first), so this looks at the oldest only: it runs before every request.
+  mutating func expireCompleted(now: Duration) -> [UploadID] {
+    var expired: [UploadID] = []
+    while let oldest = completedOrder.first, let done = completed[oldest], done.expiresAt <= now {
+      completedOrder.removeFirst()
+      completed.removeValue(forKey: oldest)
+      expired.append(oldest)
     }
+    return expired
   }
 
   /// The upload ended without being kept (a refusal, a write failure).

@@ -33,6 +33,8 @@ extension BrowserDropServer {
     }
     switch request.resumable {
     case .start(let id):
+      // Stored already (its 201 lost, perhaps with the process that stored it): not again.
+      if let refusal = resumeTable.checkStart(id, path: request.path) { return .refused(refusal) }
       if resumeTable.hold(of: id) != nil { await takeOver(id) }
       let decision = admit(
         request.path, size: request.size, freeBytes: freeBytes,
@@ -99,13 +101,29 @@ extension BrowserDropServer {
   }
 
   /// Forgets the paused uploads whose time is up: their files go, and one this session started
-  /// ends with `.uploadFailed(…, .timedOut)`.
+  /// ends with `.uploadFailed(…, .timedOut)`. Stored uploads whose time is up are forgotten
+  /// too (their records go).
   func expirePaused() {
     guard let store = resumableStore else { return }
     for (id, entry) in resumeTable.expire(now: clock.now) {
       store.remove(id)
       if let upload = entry.upload { eventSink.yield(.uploadFailed(upload, .timedOut)) }
     }
+    for id in resumeTable.expireCompleted(now: clock.now) { store.removeRecord(id) }
+  }
+
+  /// The resumable upload `resumable` was stored (its file renamed into the session folder):
+  /// remembered as complete until it expires. With the `.stagingRoot` scope its record stays
+  /// on the disk, without its partial file, which is what says "stored" (`ResumableStore`), so
+  /// a client that lost the 201 learns from `HEAD` that it arrived, after a restart as well.
+  func completeResumable(_ resumable: ResumableTicket) {
+    let lifetime = configuration.resumableUploads?.expiresAfter ?? .zero
+    if !resumable.store.remembersStored { resumable.store.removeRecord(resumable.id) }
+    if let forgotten = resumeTable.complete(resumable.id, expiresAt: clock.now + lifetime) {
+      resumable.store.removeRecord(forgotten)
+    }
+    holdEnded(resumable.id)
+    ResumeCrashPoint.reach(.stored)
   }
 
   /// The session is ending: every upload it started that is paused ends with
@@ -122,19 +140,28 @@ extension BrowserDropServer {
   }
 
   /// Fills the table from the store at start (the `.stagingRoot` scope): uploads cut off by an
-  /// earlier session or process, with the time they have left.
+  /// earlier session or process, and uploads they stored, with the time they have left.
   func adoptRecovered(_ recovered: [(UploadID, ResumableStore.Record)]) {
     guard let lifetime = configuration.resumableUploads?.expiresAfter else { return }
     let now = Date().timeIntervalSince1970
-    for (id, record) in recovered {
+    // Oldest first: stored ones are remembered in the order they expire.
+    for (id, record) in recovered.sorted(by: { $0.1.updated < $1.1.updated }) {
       guard let path = try? UploadPath(validating: record.path) else {
         resumableStore?.remove(id)
         continue
       }
       let age = Duration.milliseconds(Int64(max(0, now - record.updated) * 1000))
-      resumeTable.recovered(
-        id, path: path, length: record.length, offset: record.offset,
-        expiresAt: clock.now + lifetime - age)
+      let expiresAt = clock.now + lifetime - age
+      if record.stored {
+        if let forgotten = resumeTable.recoveredComplete(
+          id, path: path, length: record.length, expiresAt: expiresAt)
+        {
+          resumableStore?.removeRecord(forgotten)
+        }
+      } else {
+        resumeTable.recovered(
+          id, path: path, length: record.length, offset: record.offset, expiresAt: expiresAt)
+      }
     }
   }
 }

@@ -57,6 +57,7 @@ extension BrowserDropServer {
       return .failure(conflict)
     }
     let changed: [String]
+    if ticket.resumable != nil { ResumeCrashPoint.reach(.received) }
     do {
       changed = try staging.place(partial: partial, at: ticket.path, sessionFD: session.sessionFD)
     } catch {
@@ -67,12 +68,8 @@ extension BrowserDropServer {
       relativePath: ticket.path.value, size: ticket.upload.size,
       sessionFolder: staging.session, receivedAt: Date(), mimeType: mimeType, kind: kind)
     index.insert(file, at: ticket.path)
-    if let resumable = ticket.resumable {
-      // Its id is remembered as complete, so a client that lost the 201 learns it from HEAD.
-      resumableStore?.removeRecord(resumable.id)
-      resumeTable.complete(resumable.id)
-      holdEnded(resumable.id)
-    }
+    // Its id is remembered as complete, so a client that lost the 201 learns it from HEAD.
+    if let resumable = ticket.resumable { completeResumable(resumable) }
     endUpload(ticket, failure: nil)
     eventSink.yield(.uploadFinished(file))
     return .success((file, changed))

@@ -1,0 +1,159 @@
+import BrowserDropTestSupport
+import Foundation
+import Glibc
+import Testing
+
+@testable import BrowserDrop
+
+/// What the staging root's resumable store makes, at start, of what a crash can leave at each
+/// step of storing an upload (`ResumableStore`'s order of steps: a record without its partial
+/// file is a stored upload), and a stored upload that a later session still reports as
+/// complete until it expires.
+@Suite("The resumable store after a crash")
+struct ResumeStoreTests {
+  static func store(_ root: URL) throws -> ResumableStore {
+    try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+    let store = ResumableStore(staging: StagingFolder(root: root), scope: .stagingRoot)
+    try store.prepare()
+    return store
+  }
+
+  static func record(
+    length: Int, boot: String = ResumableStore.bootID, age: Double = 0
+  )
+    -> ResumableStore.Record
+  {
+    ResumableStore.Record(
+      path: "a.bin", length: length, offset: 0, boot: boot,
+      updated: Date().timeIntervalSince1970 - age)
+  }
+
+  /// An upload of `length` bytes with `written` of them in its partial file.
+  static func make(
+    _ store: ResumableStore, _ id: UploadID, length: Int, written: Int,
+    record: ResumableStore.Record? = nil
+  ) throws {
+    let fd = try store.create(id, record ?? Self.record(length: length))
+    let bytes = [UInt8](repeating: 7, count: written)
+    let count = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+    close(fd)
+    #expect(count == written)
+  }
+
+  /// Writes `record` as the upload's record file, as a process that stored it would have.
+  static func writeRecord(
+    _ store: ResumableStore, _ id: UploadID, _ record: ResumableStore.Record
+  ) throws {
+    try JSONEncoder().encode(record).write(
+      to: URL(filePath: store.folder + "/\(id).record"))
+  }
+
+  static func id(_ n: Int) throws -> UploadID {
+    try UploadID(validating: Substring(String(repeating: "0", count: 31) + String(n, radix: 16)))
+  }
+
+  static func size(_ path: String) -> Int? {
+    var info = stat()
+    return stat(path, &info) == 0 ? Int(info.st_size) : nil
+  }
+
+  @Test func eachCrashPointIsReadBackAsStoredOrPaused() throws {
+    let folder = try TemporaryFolder()
+    let store = try Self.store(folder.url)
+    let (full, kept, renamed, cut, rebooted, empty, expired) = (
+      try Self.id(1), try Self.id(2), try Self.id(3), try Self.id(4), try Self.id(5),
+      try Self.id(6), try Self.id(7)
+    )
+    // Every byte written, not yet renamed (a crash before step 2).
+    try Self.make(store, full, length: 100, written: 100)
+    // The same, paused in a session (the hold released after the last byte arrived).
+    try Self.make(store, kept, length: 100, written: 0)
+    let fd = open(store.partialPath(kept), O_RDWR)
+    #expect(Glibc.write(fd, [UInt8](repeating: 1, count: 100), 100) == 100)
+    #expect(try store.keep(fd: fd, kept, Self.record(length: 100)) == 99)
+    close(fd)
+    // Renamed into the session folder (a crash after step 2): the record alone.
+    try Self.make(store, renamed, length: 100, written: 100)
+    #expect(rename(store.partialPath(renamed), folder.path("a.bin").path) == 0)
+    // Cut off mid-body, same boot: the file's size counts.
+    try Self.make(store, cut, length: 100, written: 40)
+    // Cut off before a reboot: only the recorded offset counts, and the file is cut back.
+    var old = Self.record(length: 100, boot: "another boot")
+    old.offset = 30
+    try Self.make(store, rebooted, length: 100, written: 80, record: old)
+    // An empty upload never stored, and a stored one past its lifetime.
+    try Self.make(store, empty, length: 0, written: 0)
+    try Self.writeRecord(store, expired, Self.record(length: 100, age: 7200))
+    // Debris: a replacement's temporary file and a partial file without a record.
+    _ = FileManager.default.createFile(atPath: store.folder + "/.x.record.tmp-1-2", contents: nil)
+    _ = FileManager.default.createFile(
+      atPath: store.folder + "/\(try Self.id(9)).partial", contents: Data([1]))
+
+    let found = Dictionary(
+      store.recover(expiresAfter: .seconds(3600)).map { ($0.0, $0.1) },
+      uniquingKeysWith: { first, _ in first })
+    #expect(found[full]?.stored == false && found[full]?.offset == 99, "never reported complete")
+    #expect(found[kept]?.stored == false && found[kept]?.offset == 99)
+    #expect(found[renamed]?.stored == true && found[renamed]?.offset == 100)
+    #expect(found[cut]?.offset == 40)
+    #expect(found[rebooted]?.offset == 30 && Self.size(store.partialPath(rebooted)) == 30)
+    #expect(found[empty] == nil && found[expired] == nil)
+    #expect(found.count == 5)
+    let names = Set(try FileManager.default.contentsOfDirectory(atPath: store.folder))
+    let paused = [cut, full, kept, rebooted].flatMap { ["\($0).partial", "\($0).record"] }
+    #expect(names == Set(paused + ["\(renamed).record"]), "debris or forgotten uploads stayed")
+  }
+
+  @Test func onlyTheNewestStoredRecordsAreKept() throws {
+    let folder = try TemporaryFolder()
+    let store = try Self.store(folder.url)
+    for n in 1...3 {
+      try Self.writeRecord(store, try Self.id(n), Self.record(length: 10, age: Double(10 - n)))
+    }
+    let kept = store.recover(expiresAfter: .seconds(3600), storedLimit: 2).map(\.0)
+    #expect(Set(kept) == [try Self.id(2), try Self.id(3)])
+    #expect(
+      !FileManager.default.fileExists(atPath: store.folder + "/\(try Self.id(1)).record"))
+  }
+
+  /// A stored upload is complete for a later session on the same staging root (as for the
+  /// kiosk's next batch or the process started again): HEAD says so, and a POST or PATCH of the
+  /// id stores nothing again; once `expiresAfter` has passed on the session clock the id is
+  /// unknown and its record gone.
+  @Test func aStoredUploadStaysCompleteForALaterSessionUntilItExpires() async throws {
+    let first = try await ResumeTests.start(scope: .stagingRoot)
+    defer { try? FileManager.default.removeItem(at: first.root) }
+    let body = TestBytes.make(120_000, seed: 11)
+    let id = ResumeClient.randomID()
+    let before = ResumeClient(port: first.port, path: "Album/song.bin", id: id)
+    let stored = try await before.exchange(before.postHead(length: body.count), body[...])
+    #expect(stored.status == 201)
+    _ = try await first.server.finish()
+
+    let clock = ManualClock()
+    let second = try await ResumeTests.start(root: first.root, scope: .stagingRoot, clock: clock)
+    defer { Task { await second.stop() } }
+    let client = ResumeClient(port: second.port, path: "Album/song.bin", id: id)
+    let head = try await client.head()
+    #expect(head.status == 204 && head.headers["upload-offset"] == "120000")
+    #expect(head.headers["upload-length"] == "120000")
+    let post = try await client.exchange(client.postHead(length: body.count), body[...])
+    #expect(post.status == 409 && post.errorCode == "offset_mismatch")
+    #expect(post.headers["upload-offset"] == "120000")
+    let patch = try await client.exchange(client.patchHead(offset: 0, length: 120_000), body[...])
+    #expect(patch.status == 409 && patch.errorCode == "offset_mismatch")
+    let elsewhere = try await client.head(path: "Album/other.bin")
+    #expect(elsewhere.status == 409 && elsewhere.errorCode == "upload_mismatch")
+    #expect(second.stagedFiles().isEmpty, "stored a second time")
+    let events = await second.log.events
+    #expect(!events.contains { if case .uploadStarted = $0 { true } else { false } })
+
+    let record = first.root.path + "/.browserdrop-resumable/\(id).record"
+    #expect(FileManager.default.fileExists(atPath: record))
+    clock.advance(by: .seconds(3599))
+    #expect(try await client.head().status == 204, "expired early")
+    clock.advance(by: .seconds(1))
+    #expect(try await client.head().status == 404)
+    #expect(!FileManager.default.fileExists(atPath: record), "the expired record stayed")
+  }
+}
