@@ -104,6 +104,24 @@ struct ResumeStoreTests {
     #expect(names == Set(paused + ["\(renamed).record"]), "debris or forgotten uploads stayed")
   }
 
+  /// A cancel removes the records before anything else: what a crash part-way leaves (partial
+  /// files without their records) recovers to nothing, never to an upload read as stored.
+  @Test func removingTheStoreTakesTheRecordsFirst() throws {
+    let folder = try TemporaryFolder()
+    let store = try Self.store(folder.url)
+    try Self.make(store, try Self.id(1), length: 10, written: 4)
+    try Self.writeRecord(store, try Self.id(2), Self.record(length: 10))
+    // The state between the two steps of removeAll: every record gone, the partial left.
+    for name in try FileManager.default.contentsOfDirectory(atPath: store.folder)
+    where name.hasSuffix(".record") {
+      unlink(store.folder + "/" + name)
+    }
+    #expect(store.recover(expiresAfter: .seconds(3600)).isEmpty)
+    try Self.make(store, try Self.id(3), length: 10, written: 4)
+    store.removeAll()
+    #expect(!FileManager.default.fileExists(atPath: store.folder))
+  }
+
   @Test func onlyTheNewestStoredRecordsAreKept() throws {
     let folder = try TemporaryFolder()
     let store = try Self.store(folder.url)

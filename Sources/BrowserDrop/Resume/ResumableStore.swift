@@ -132,6 +132,15 @@ struct ResumableStore: Sendable {
     unlink(partialPath(id))
   }
 
+  /// Removes the store and everything in it (a cancelled session). Every record goes first, so
+  /// a crash part-way leaves partial files without records, which the next `recover` removes,
+  /// and never a record alone, which would read as an upload that was stored.
+  func removeAll() {
+    let names = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
+    for name in names where name.hasSuffix(".record") { unlink(folder + "/" + name) }
+    try? FileManager.default.removeItem(atPath: folder)
+  }
+
   /// The uploads kept here: paused ones with their durable offset, and stored ones (`stored`
   /// set, `offset` = `length`, the newest `storedLimit`). Expired, unreadable or orphaned entries are removed, and
   /// so are temporary files a crash left behind. After a process crash on the same boot the

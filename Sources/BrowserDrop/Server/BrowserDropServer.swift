@@ -206,7 +206,7 @@ public actor BrowserDropServer {
     await BlockingPool.shared.run {
       staging.removeAll()
       // Cancelling drops everything, paused uploads kept for later sessions too.
-      if let store { try? FileManager.default.removeItem(atPath: store.folder) }
+      store?.removeAll()
     }
     index = SessionIndex(caseInsensitive: index.caseInsensitive)
   }
