@@ -383,6 +383,39 @@ struct ResumeTests {
     await second.stop()
   }
 
+  /// While a kept upload of the staging root's store keeps arriving, what has arrived is made
+  /// durable and recorded every `checkpointInterval` of the session clock, so that after a
+  /// power cut (a reboot: only the recorded offset counts then) it goes on from there, not
+  /// from 0.
+  @Test(.timeLimit(.minutes(1)))
+  func aLongUploadIsCheckpointedWhileItArrives() async throws {
+    let clock = ManualClock()
+    let session = try await Self.start(scope: .stagingRoot, clock: clock)
+    defer { Task { await session.stop() } }
+    let body = TestBytes.make(100_000, seed: 11)
+    let client = ResumeClient(port: session.port, path: "long.bin", id: ResumeClient.randomID())
+    let socket = try await RawClient.connect(port: client.port)
+    try await socket.send(client.postHead(length: body.count))
+    try await socket.send(Array(body[..<30_000]))
+    let kept = session.root.path + "/.browserdrop-resumable/" + client.id
+    // The partial file's size is the only sign that the server has written the bytes; no
+    // event says so. Bounded: 10 s.
+    for _ in 0..<1000 where ResumeStoreTests.size(kept + ".partial") != 30_000 {
+      try await Task.sleep(for: .milliseconds(10))
+    }
+    #expect(ResumeStoreTests.size(kept + ".partial") == 30_000)
+    await clock.sleeper(until: UploadReceiver.checkpointInterval)
+    clock.advance(by: UploadReceiver.checkpointInterval)
+    // Done once the next one waits.
+    await clock.sleeper(until: UploadReceiver.checkpointInterval * 2)
+    let record = try JSONDecoder().decode(
+      ResumableStore.Record.self, from: Data(contentsOf: URL(filePath: kept + ".record")))
+    #expect(record.offset == 30_000)
+    try await socket.send(Array(body[30_000...]))
+    #expect(try await socket.readReply().status == 201)
+    #expect(session.stagedFiles() == ["long.bin": body])
+  }
+
   /// A plain v1 upload on a resumable session is what it always was: cut off, nothing stays.
   @Test func aPlainUploadCutOffLeavesNothing() async throws {
     let session = try await Self.start()

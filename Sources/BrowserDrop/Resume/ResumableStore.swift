@@ -100,14 +100,38 @@ struct ResumableStore: Sendable {
   /// Returns the durable offset (the file's size, at most the upload's length).
   func keep(fd: Int32, _ id: UploadID, _ record: Record) throws(SystemError) -> Int {
     try Syscall.blocking("fdatasync") { fdatasync(fd) }
-    var info = stat()
-    try Syscall.blocking("fstat") { fstat(fd, &info) }
+    return try recordDurably(id, record, size: try Self.size(of: fd))
+  }
+
+  /// Makes what has arrived so far durable while the rest keeps arriving, and records it, so
+  /// that after a power cut the upload goes on from here instead of from 0 (a crash on the same
+  /// boot needs none of this: the kernel still has every byte written). The size is read before
+  /// the flush, so the recorded offset never counts a byte written after the flush began.
+  /// Returns the recorded offset.
+  @discardableResult
+  func checkpoint(fd: Int32, _ id: UploadID, _ record: Record) throws(SystemError) -> Int {
+    let size = try Self.size(of: fd)
+    try Syscall.blocking("fdatasync") { fdatasync(fd) }
+    return try recordDurably(id, record, size: size)
+  }
+
+  /// Replaces the record durably with the offset that `size` durable bytes allow
+  /// (``pausedOffset(size:length:)``).
+  private func recordDurably(_ id: UploadID, _ record: Record, size: Int) throws(SystemError)
+    -> Int
+  {
     var record = record
-    record.offset = Self.pausedOffset(size: Int(info.st_size), length: record.length)
+    record.offset = Self.pausedOffset(size: size, length: record.length)
     record.boot = Self.bootID
     record.updated = Date().timeIntervalSince1970
     try write(record, to: recordPath(id), durably: true)
     return record.offset
+  }
+
+  private static func size(of fd: Int32) throws(SystemError) -> Int {
+    var info = stat()
+    try Syscall.blocking("fstat") { fstat(fd, &info) }
+    return Int(info.st_size)
   }
 
   /// Where a paused upload whose partial file holds `size` bytes goes on: at most one byte short

@@ -3,6 +3,10 @@ import Glibc
 
 /// Step 2 of receiving an upload: the body from the socket into the partial file.
 extension UploadReceiver {
+  /// How often a kept upload of a store that outlives the process (the kiosk's) is made
+  /// durable and recorded while it arrives: what a power cut can cost it, at most.
+  static let checkpointInterval = Duration.seconds(10)
+
   /// Streams the body into `fd`. When the session sniffs content, the first bytes (up to
   /// 64 KiB, or the whole body when smaller) go in first; libmagic then reads them on the
   /// blocking pool while the rest keeps arriving, and a refusal stops the transfer there.
@@ -13,9 +17,11 @@ extension UploadReceiver {
   /// sniffer reads them: it always judges the file's own start), and stops when `hold` is
   /// released: after the bytes the kernel had already received for it (they are here, so they
   /// are kept rather than sent again), at once when there are none (a half-open connection).
+  /// Meanwhile `checkpoint`, when given, runs on the blocking pool every
+  /// ``checkpointInterval`` of the session clock.
   func streamBody(
     into fd: Int32, leftover: UnsafeRawBufferPointer, from start: Int = 0,
-    until hold: UploadHold? = nil
+    until hold: UploadHold? = nil, checkpoint: (@Sendable () -> Void)? = nil
   ) async throws(BodyFailure) -> ContentInspector.Finding? {
     let size = ticket.upload.size
     do {
@@ -32,13 +38,26 @@ extension UploadReceiver {
         case body(ContentInspector.Finding?)
         case released
         case draining
+        case checkpointsEnded
       }
       let from = received
       let socket = self.socket
       let counter = ticket.counter
+      let clock = services.idleTimeout.clock
       return try await withThrowingTaskGroup(of: Leg.self) { group in
         group.addTask {
           .body(try await self.streamRest(into: fd, from: from, limit: hold.limit))
+        }
+        if let checkpoint {
+          // Ends when the body does (the group cancels it); a checkpoint already running
+          // finishes first, so the upload's record is never written after the request ends.
+          group.addTask {
+            while (try? await clock.sleep(for: Self.checkpointInterval)) != nil {
+              if Task.isCancelled { break }
+              await BlockingPool.shared.run { checkpoint() }
+            }
+            return .checkpointsEnded
+          }
         }
         group.addTask {
           for await _ in hold.released {}
@@ -61,7 +80,7 @@ extension UploadReceiver {
           case .released:
             group.cancelAll()
             throw CancellationError()
-          case .draining:
+          case .draining, .checkpointsEnded:
             continue
           }
         }

@@ -73,7 +73,8 @@ struct UploadReceiver {
     }
     do throws(BodyFailure) {
       let inspected = try await streamBody(
-        into: fd, leftover: leftover, from: resumable.offset, until: resumable.hold)
+        into: fd, leftover: leftover, from: resumable.offset, until: resumable.hold,
+        checkpoint: Self.checkpoint(resumable, fd: fd, record: record))
       let found = try await finishWriting(fd, alreadyFound: inspected)
       if let refusal = found.refusal { throw .refusedContent(refusal) }
       if Task.isCancelled { throw .cancelled }
@@ -94,6 +95,16 @@ struct UploadReceiver {
         throw .flushing(failure)
       }
     }
+  }
+
+  /// The periodic flush and record of a kept upload, for a store that outlives the process.
+  private static func checkpoint(
+    _ resumable: ResumableTicket, fd: Int32, record: ResumableStore.Record
+  ) -> (@Sendable () -> Void)? {
+    guard resumable.store.remembersStored else { return nil }
+    let (store, id) = (resumable.store, resumable.id)
+    // A failed flush here costs nothing: the pause or the store flushes again and reports it.
+    return { _ = try? store.checkpoint(fd: fd, id, record) }
   }
 
   private func sendContinue() async throws(BodyFailure) {
