@@ -117,7 +117,9 @@ struct ResumableStore: Sendable {
 
   /// Replaces the record durably with the offset that `size` durable bytes allow
   /// (``pausedOffset(size:length:)``).
-  private func recordDurably(_ id: UploadID, _ record: Record, size: Int) throws(SystemError)
+  private func recordDurably(
+    _ id: UploadID, _ record: Record, size: Int
+  ) throws(SystemError)
     -> Int
   {
     var record = record
