@@ -4,6 +4,7 @@ Used by Tests/Operations/test_avahi.py and Tests/Browser/test_name.py; self-cont
 import), so both test folders can load it. The namespaces, the veth pair and every daemon are
 removed afterwards, each process stopped by its PID."""
 
+import contextlib
 import json
 import os
 import pathlib
@@ -104,6 +105,13 @@ class Host:
 
 @pytest.fixture
 def lan():
+    with lan_pair() as hosts:
+        yield hosts
+
+
+@contextlib.contextmanager
+def lan_pair():
+    """The two hosts A (10.214.0.1) and B (10.214.0.2), removed when the block ends."""
     tag = f"{os.getpid() % 100000}"
     scratch = pathlib.Path(tempfile.mkdtemp(prefix="browserdrop-ops-lan."))
     names = [f"bdops-{tag}-a", f"bdops-{tag}-b"]

@@ -48,7 +48,10 @@ extension BrowserDropServer {
     /// and an `_http._tcp` service "BrowserDrop on NAME". A name another machine holds moves to
     /// Avahi's alternative (`NAME-2`). The page shows the name in use (`config.json`'s
     /// `localName`); `localNameChanges` tells the host. Without avahi-daemon the session goes on
-    /// by address. `nil`, the default, publishes nothing and never loads Avahi's library.
+    /// by address. When the session ends the name stays published for 5 s, so that a next
+    /// session with the same name and port (a kiosk's next batch) takes it over without a gap;
+    /// then it is withdrawn. `nil`, the default, publishes nothing and never loads Avahi's
+    /// library.
     public var localName: LocalName?
 
     /// The staging root used when none is given: `browserdrop` in the temporary directory.
