@@ -1,5 +1,6 @@
 import CAvahiLoader
 import Foundation
+import Glibc
 import Synchronization
 import Testing
 
@@ -111,6 +112,63 @@ struct DiscoveryTests {
     #expect(server.publishedLocalName == nil)
   }
 
+  @Test(
+    "Without avahi-daemon: said once, repeated to the next session, ended after the hand-over",
+    .timeLimit(.minutes(1)))
+  func withoutDaemon() async throws {
+    // libdbus takes the system bus from here: a socket that does not exist, so no daemon
+    // answers whatever this machine runs, and nothing is published on any real network.
+    setenv("DBUS_SYSTEM_BUS_ADDRESS", "unix:path=/nonexistent/browserdrop-discovery-test", 1)
+    let root = FileManager.default.temporaryDirectory.appending(path: "bd-name-\(UUID())")
+    defer { try? FileManager.default.removeItem(at: root) }
+    let clock = ManualClock()
+    let name = try LocalName("bd-discovery-test")
+    func server(port: Int) -> BrowserDropServer {
+      BrowserDropServer(
+        configuration: .init(
+          reservedFreeSpace: 0, stagingRoot: root, port: port, bindAddress: "127.0.0.1",
+          localName: name),
+        pageBundle: PageSource.bundledFiles, clock: clock)
+    }
+    let first = server(port: 0)
+    let port = try #require(try await first.start().first?.port)
+    var news = first.localNameChanges.makeAsyncIterator()
+    let said = await news.next()
+    guard case .unavailable(let message) = said else {
+      Issue.record("\(String(describing: said))")
+      return
+    }
+    #expect(message.hasPrefix("avahi-daemon isn't running"), "\(message)")
+    #expect(message.contains("bd-discovery-test.local isn't advertised"))
+    #expect(first.publishedLocalName == nil)
+    #expect(LocalNamePublication.isAdvertising(name, port: port))
+
+    // The batch ends; the next session on the same port takes the advertisement over and hears
+    // its latest news at once, from no new connection.
+    await first.cancel()
+    #expect(await news.next() == nil)
+    let second = server(port: port)
+    _ = try await second.start()
+    var later = second.localNameChanges.makeAsyncIterator()
+    #expect(await later.next() == said)
+    let handOver = LocalNameLeases<LocalNameAdvertisement>.handOverTime
+    try await Self.waitForSleeper(on: clock, until: handOver)
+    clock.advance(by: handOver)
+
+    // Nobody holds it: it stays for the hand-over time, to the nanosecond, then goes.
+    await second.cancel()
+    #expect(await later.next() == nil)
+    try await Self.waitForSleeper(on: clock, until: handOver * 2)
+    clock.advance(by: handOver - .nanoseconds(1))
+    #expect(LocalNamePublication.isAdvertising(name, port: port))
+    clock.advance(by: .nanoseconds(1))
+    // The expiry runs in a task of its own once the clock wakes it: bounded, 5 s at most.
+    for _ in 0..<500 where LocalNamePublication.isAdvertising(name, port: port) {
+      try await Task.sleep(for: .milliseconds(10))
+    }
+    #expect(!LocalNamePublication.isAdvertising(name, port: port))
+  }
+
   @Test("The Host rules admit every name the server can publish, and nothing near it")
   func hostRules() throws {
     // Avahi's own alternatives, from its library: what a conflict makes of a name.
@@ -148,6 +206,14 @@ struct DiscoveryTests {
         #expect(!HostPolicy.isAllowed(host: near), "\(near)")
       }
     }
+  }
+
+  /// Returns once something sleeps on `clock` until `deadline`; fails after 5 s of real time.
+  private static func waitForSleeper(on clock: ManualClock, until deadline: Duration) async throws {
+    for _ in 0..<500 where !clock.deadlines.contains(deadline) {
+      try await Task.sleep(for: .milliseconds(10))
+    }
+    try #require(clock.deadlines.contains(deadline), "nothing sleeps until \(deadline)")
   }
 
   private static func text(_ buffer: [CChar]) -> String {
