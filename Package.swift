@@ -31,9 +31,10 @@ let package = Package(
     // system library, for the reason given for libsmbclient above: linked, libsystemd and the
     // liblzma, libzstd, liblz4, libcap and libgcrypt it needs would be mapped at every start.
     .target(name: "CSystemdLoader"),
-    // Avahi's client library, for --name: opened with dlopen only when a name is asked for, for
-    // the same reason (libavahi-client, libavahi-common and libdbus-1); header from
-    // libavahi-client-dev. Its publisher (a simple-poll loop on a thread of the command's) is C.
+    // Avahi's client library, for `Configuration.localName` (--name): opened with dlopen only
+    // when a name is asked for, for the same reason (libavahi-client, libavahi-common and
+    // libdbus-1); header from libavahi-client-dev. Its publisher (a simple-poll loop on a thread
+    // of the library's, bd-avahi) is C.
     .target(name: "CAvahiLoader"),
     .systemLibrary(
       name: "CQREncode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
@@ -53,7 +54,7 @@ let package = Package(
     .target(name: "BrowserDropSystem", dependencies: ["CBrowserDropLinux"], swiftSettings: upcoming),
     .target(
       name: "BrowserDrop",
-      dependencies: ["BrowserDropSystem", "CBrowserDropLinux", "CMagic"],
+      dependencies: ["BrowserDropSystem", "CBrowserDropLinux", "CMagic", "CAvahiLoader"],
       swiftSettings: upcoming,
       plugins: ["PageEmbedderPlugin"]),
     .target(
@@ -64,7 +65,7 @@ let package = Package(
       name: "browserdrop",
       dependencies: [
         "BrowserDrop", "BrowserDropForwarding", "BrowserDropSystem", "CQREncode",
-        "CBrowserDropLinux", "CSystemdLoader", "CAvahiLoader",
+        "CBrowserDropLinux", "CSystemdLoader",
       ],
       swiftSettings: upcoming),
 
@@ -101,7 +102,8 @@ let package = Package(
     .testTarget(
       name: "BrowserDropTests",
       dependencies: [
-        "BrowserDrop", "BrowserDropSystem", "CBrowserDropLinux", "BrowserDropTestSupport",
+        "BrowserDrop", "BrowserDropSystem", "CBrowserDropLinux", "CAvahiLoader",
+        "BrowserDropTestSupport",
       ],
       swiftSettings: upcoming),
     .testTarget(

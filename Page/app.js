@@ -40,6 +40,7 @@
     iosOriginals:
       'Photos chosen from the photo library arrive as JPEG. To send the originals (HEIC), use Choose files and pick them in Files.',
     unreadable: "This file can't be read any more (moved, deleted or not a file). Choose it again.",
+    alsoAt: 'Also at {name}',
   };
 
   // Error codes of protocol v1 → the reason shown, and whether "Retry failed" may try again.
@@ -85,6 +86,7 @@
     folderInput: $('folder-input'),
     folderHint: $('folder-hint'),
     iosHint: $('ios-hint'),
+    alsoAt: $('also-at'),
     keepAwake: $('keep-awake'),
     notice: $('notice'),
     noticeText: $('notice-text'),
@@ -125,6 +127,7 @@
     keepAwake: false, // large files are on their way
     resumable: false, // config.json offers resumable uploads
     resumeLifetimeMs: 0,
+    localName: null, // config.json's localName: the device's name on the network, once published
   };
 
   // ---------------------------------------------------------------- text
@@ -318,6 +321,29 @@
       forgetExpiredIds();
     }
     applyStrings();
+    showLocalName(config.localName);
+  }
+
+  // The name the device publishes on the network (config.json's localName, e.g. intake.local), so
+  // people can type it next time; the QR code keeps the numeric address, which every phone can
+  // open. Not shown to a page that was opened by that name already.
+  function showLocalName(name) {
+    const valid =
+      typeof name === 'string' && /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.local$/i.test(name);
+    const here = window.location.hostname.toLowerCase().replace(/\.$/, '');
+    state.localName = valid && here !== name.toLowerCase() ? name : null;
+    ui.alsoAt.replaceChildren();
+    ui.alsoAt.hidden = !state.localName;
+    if (!state.localName) return;
+    const port = window.location.port;
+    const shown = document.createElement('strong');
+    shown.textContent = port ? `${state.localName}:${port}` : state.localName;
+    const parts = t('alsoAt').split('{name}');
+    if (parts.length === 1) {
+      ui.alsoAt.append(parts[0], ' ', shown);
+    } else {
+      ui.alsoAt.append(parts[0], shown, parts.slice(1).join(shown.textContent));
+    }
   }
 
   // The page stays invisible (style.css) until config.json has said which texts to show, so a

@@ -74,6 +74,16 @@ int cbd_avahi_load(char *error, size_t error_size) {
   return result;
 }
 
+int cbd_avahi_alternative_host_name(const char *name, char *out, size_t out_size) {
+  if (!atomic_load_explicit(&loaded, memory_order_acquire)) return -1;
+  char *next = av.avahi_alternative_host_name(name);
+  if (next == NULL) return -1;
+  int fits = strlen(next) < out_size;
+  if (fits) memcpy(out, next, strlen(next) + 1);
+  av.avahi_free(next);
+  return fits ? 0 : -1;
+}
+
 struct cbd_avahi_publisher {
   /* Held by the publisher's thread except while it waits in poll(): another thread that takes
      it may call into avahi, as avahi's own threaded poll does. */

@@ -72,6 +72,8 @@ ENGLISH = {
     "use Choose files and pick them in Files.",
     # Resumable uploads (issue 15): a file the browser can no longer read.
     "unreadable": "This file can't be read any more (moved, deleted or not a file). Choose it again.",
+    # The device's name on the network (issue 19), with the port when there is one.
+    "alsoAt": "Also at {name}",
 }
 
 

@@ -1,134 +1,25 @@
 """--name through a real avahi-daemon: two test hosts, each a network namespace with a mount
-namespace of its own (its own /run, D-Bus and avahi-daemon), joined by a veth pair. The kiosk runs
-on host A; host B resolves its name with avahi-resolve, finds its service with avahi-browse, takes
-the name first with avahi-publish to force a conflict, and sees the records follow an address
-change. The namespaces, the veth pair and every daemon are the test's own and are removed after."""
+namespace of its own (its own /run, D-Bus and avahi-daemon), joined by a veth pair (lan.py). The
+kiosk runs on host A and publishes through the library's setting (Configuration.localName); host
+B resolves its name with avahi-resolve, finds its service with avahi-browse, reads the name in
+config.json, takes the name first with avahi-publish to force a conflict, and sees the records
+follow an address change, a daemon restart and the kiosk's batches. The namespaces, the veth pair
+and every daemon are the test's own and are removed after."""
 
 import os
 import pathlib
 import queue
-import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 
 import pytest
 
 from conftest import BINARY, Command
+from lan import config_json, lan, needs_lan, run  # noqa: F401 (lan is a fixture)
 
-HERE = pathlib.Path(__file__).resolve().parent
-NEEDED = ["ip", "unshare", "nsenter", "dbus-daemon", "avahi-daemon", "avahi-resolve", "avahi-browse", "avahi-publish", "curl"]
-
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or any(shutil.which(tool) is None for tool in NEEDED),
-    reason="needs root and " + ", ".join(NEEDED) + " (scripts/setup.sh --test)",
-)
-
-
-def run(*command, timeout=30, check=True):
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=check)
-
-
-class Host:
-    """A test host: `netns` with one veth end at `address`, its own /run, D-Bus and avahi."""
-
-    def __init__(self, netns, interface, address, avahi_name, scratch):
-        self.netns, self.interface, self.address = netns, interface, address
-        self.scratch = scratch
-        scratch.mkdir()
-        self.holder = subprocess.Popen(
-            ["ip", "netns", "exec", netns, "unshare", "--mount", "--propagation", "private",
-             str(HERE / "lan_host.sh"), interface, avahi_name, str(scratch)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )
-        self.log = []
-        ready = threading.Event()
-
-        def read():
-            for line in self.holder.stdout:
-                self.log.append(line)
-                if "Server startup complete" in line:
-                    ready.set()
-
-        threading.Thread(target=read, daemon=True).start()
-        if not ready.wait(30):
-            self.stop()
-            raise AssertionError("avahi-daemon did not start: " + "".join(self.log))
-
-    def enter(self):
-        """The prefix that runs a program on this host (its network and its /run)."""
-        return ["nsenter", f"--net=/run/netns/{self.netns}", f"--mount=/proc/{self.holder.pid}/ns/mnt", "--"]
-
-    def run(self, *command, timeout=30, check=True):
-        return run(*self.enter(), *command, timeout=timeout, check=check)
-
-    def popen(self, *command):
-        return subprocess.Popen(
-            [*self.enter(), *command], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True,
-        )
-
-    def resolve(self, name, expect, timeout=30):
-        """avahi-resolve on this host until `name` resolves to `expect`."""
-        deadline = time.monotonic() + timeout
-        seen = None
-        while time.monotonic() < deadline:
-            result = self.run("avahi-resolve", "-4", "-n", name, timeout=15, check=False)
-            seen = result.stdout.strip() + result.stderr.strip()
-            if result.stdout.split() == [name, expect]:
-                return
-        raise AssertionError(f"{name} did not resolve to {expect} in {timeout} s; last: {seen!r}")
-
-    def browse(self, timeout=30):
-        """avahi-browse's resolved _http._tcp services: (name, host, address, port, txt)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            result = self.run("avahi-browse", "-rtp", "_http._tcp", timeout=20, check=False)
-            found = [
-                (fields[3].replace("\\032", " "), fields[6], fields[7], int(fields[8]), fields[9])
-                for fields in (line.split(";") for line in result.stdout.splitlines())
-                if fields[0] == "=" and len(fields) >= 10
-            ]
-            if found:
-                return found
-        return []
-
-    def stop(self):
-        if self.holder.poll() is None:
-            self.holder.terminate()
-            try:
-                self.holder.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.holder.kill()
-                self.holder.wait(timeout=30)
-
-
-@pytest.fixture
-def lan():
-    tag = f"{os.getpid() % 100000}"
-    scratch = pathlib.Path(tempfile.mkdtemp(prefix="browserdrop-ops-lan."))
-    names = [f"bdops-{tag}-a", f"bdops-{tag}-b"]
-    ends = [f"bdo{tag}a", f"bdo{tag}b"]
-    hosts = []
-    try:
-        for name in names:
-            run("ip", "netns", "add", name)
-        run("ip", "link", "add", ends[0], "type", "veth", "peer", "name", ends[1])
-        for name, end, address in zip(names, ends, ["10.214.0.1/24", "10.214.0.2/24"]):
-            run("ip", "link", "set", end, "netns", name)
-            run("ip", "-n", name, "addr", "add", address, "dev", end)
-            run("ip", "-n", name, "link", "set", end, "up")
-        for name, end, address, label in zip(names, ends, ["10.214.0.1", "10.214.0.2"], ["hosta", "hostb"]):
-            hosts.append(Host(name, end, address, label, scratch / label))
-        yield hosts
-    finally:
-        for host in hosts:
-            host.stop()
-        for name in names:
-            run("ip", "netns", "del", name, check=False)  # the veth pair goes with them
-        shutil.rmtree(scratch, ignore_errors=True)
+pytestmark = needs_lan
 
 
 def kiosk(host, tmp_path, name="intake"):
@@ -161,6 +52,9 @@ def test_the_name_resolves_and_the_service_is_found_from_another_host(lan, tmp_p
         ]
         b.resolve("intake.local", a.address)
         assert (f"BrowserDrop on intake", "intake.local", a.address, port, '"path=/"') in b.browse()
+        # The page learns the name in use from config.json, read by address as a phone that
+        # scanned the QR code would.
+        assert config_json(b, a.address, port)["localName"] == "intake.local"
         # From host B, by name, as a person types it: the Host rules admit the advertised name
         # and its trailing-dot form, and the page's own uploads (Origin) go through.
         for host in ["intake.local", "intake.local."]:
@@ -207,6 +101,7 @@ def test_a_taken_name_moves_to_avahis_alternative(lan, tmp_path):
             assert addresses[0]["url"] == f"http://intake-2.local:{port}/"
             b.resolve("intake-2.local", a.address)
             b.resolve("intake.local", b.address)  # the squatter keeps its own
+            assert config_json(b, a.address, port)["localName"] == "intake-2.local"
             assert ("BrowserDrop on intake-2", "intake-2.local", a.address, port, '"path=/"') in b.browse()
         finally:
             command.stop()
@@ -242,7 +137,7 @@ def test_the_name_comes_back_when_avahi_daemon_restarts(lan, tmp_path):
     command = kiosk(a, tmp_path)
     replacement = None
     try:
-        command.upload_port()
+        port = command.upload_port()
         advertised(command, "intake")
         b.resolve("intake.local", a.address)
         # The daemon lan_host.sh started, stopped by its PID (avahi-daemon writes it in /run).
@@ -253,17 +148,84 @@ def test_the_name_comes_back_when_avahi_daemon_restarts(lan, tmp_path):
             "notice", after=count,
             match=lambda e: e["message"].startswith("avahi-daemon stopped advertising intake.local"),
         )
+        # Not published meanwhile: config.json says nothing of it, and the list drops it.
+        assert "localName" not in config_json(b, a.address, port)
+        command.wait_for(
+            "addressesChanged", after=count,
+            match=lambda e: [x["url"] for x in e["addresses"]] == [f"http://{a.address}:{port}/"],
+        )
         replacement = a.popen(
             "avahi-daemon", f"--file={a.scratch}/avahi.conf", "--no-drop-root", "--no-chroot",
             "--no-rlimits", "--no-proc-title",
         )
         b.resolve("intake.local", a.address, timeout=60)
+        advertised(command, "intake", after=count)
+        assert config_json(b, a.address, port)["localName"] == "intake.local"
         assert command.process.poll() is None
     finally:
         command.stop()
         if replacement is not None:
             replacement.terminate()
             replacement.wait(timeout=30)
+
+
+def first_config(host, address, port, timeout=10):
+    """config.json from the first answer of a session that is starting (a refused connection
+    means it does not listen yet), polled for at most `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return config_json(host, address, port)
+        except subprocess.CalledProcessError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def avahi_threads(command):
+    """The kiosk's threads named bd-avahi (each runs one advertisement's loop)."""
+    tasks = pathlib.Path(f"/proc/{command.process.pid}/task")
+    return sum(1 for task in tasks.iterdir() if (task / "comm").read_text().strip() == "bd-avahi")
+
+
+def test_the_next_batch_takes_the_name_over_without_publishing_it_again(lan, tmp_path):
+    """Each kiosk batch is a session of its own: the next one takes over the advertisement the
+    last one held (same name, same port), so the name never stops resolving, config.json has it
+    from the new session's first request, and no second thread or announcement appears."""
+    a, b = lan
+    command = Command(
+        ["--kiosk", "--json", "--port", "0", "--quiet-period", "0.3", "--staging",
+         str(tmp_path / "staging"), "--to", str(tmp_path / "dest"), "--name", "intake"],
+        launcher=a.enter(),
+    )
+    try:
+        port = command.upload_port()
+        advertised(command, "intake")
+        b.resolve("intake.local", a.address)
+        assert avahi_threads(command) == 1
+        # Batches until the first hand-over is more than its 5 s old, so the first session's
+        # expiry has come and gone (it must stop nothing the next session holds); at most 30.
+        first_handover = None
+        for batch in range(1, 31):
+            count = len(command.events)
+            upload = b.run(
+                "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10",
+                "--data-binary", f"batch {batch}", f"http://{a.address}:{port}/upload?path={batch}.txt",
+            )
+            assert upload.stdout == "201"
+            command.wait_for("forwarded", after=count)
+            first_handover = first_handover or time.monotonic()
+            # The next session's first answer already has the name.
+            assert first_config(b, a.address, port)["localName"] == "intake.local"
+            b.resolve("intake.local", a.address, timeout=5)
+            assert avahi_threads(command) == 1
+            if time.monotonic() - first_handover > 6:
+                break
+        assert time.monotonic() - first_handover > 6, "fewer batches than the hand-over time"
+        notices = [e["message"] for e in command.events if e.get("event") == "notice"]
+        assert sum(1 for m in notices if m.startswith("Advertised as")) == 1, notices
+    finally:
+        command.stop()
 
 
 def test_without_avahi_daemon_one_line_names_it_and_the_kiosk_goes_on(tmp_path):

@@ -263,3 +263,57 @@ def test_help_describes_the_operations_flags():
     assert result.returncode == 0
     for text in ["OPERATIONS:", "--name NAME", "--metrics ADDRESS:PORT", "NAME-2", "Type=notify", "WatchdogSec="]:
         assert text in result.stdout, text
+
+
+def test_paused_uploads_are_counted_until_they_resume(tmp_path):
+    """A resumable upload cut off is paused (BrowserDropServer.pauses), not in flight; the gauge
+    follows it back to 0 when a PATCH completes it."""
+    command = Command([
+        "--json", "--port", "0", "--bind", "127.0.0.1", "--staging", str(tmp_path / "s"),
+        "--metrics", "0",
+    ])
+    upload_id = os.urandom(16).hex()
+    target = f"/upload?path=resumed.bin&upload={upload_id}"
+    body = os.urandom(200_000)
+    try:
+        upload_port = command.upload_port()
+        port = metrics_port(command)
+        values, _ = scrape(port)
+        assert value(values, "browserdrop_uploads_paused") == 0
+        # The first 50,000 bytes, then the client goes away: the server keeps them.
+        client = socket.create_connection(("127.0.0.1", upload_port), timeout=10)
+        client.sendall(
+            (
+                f"POST {target} HTTP/1.1\r\nHost: 127.0.0.1:{upload_port}\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n"
+            ).encode()
+            + body[:50_000]
+        )
+        wait_until(port, lambda v: value(v, "browserdrop_uploads_in_flight") == 1, "in flight")
+        client.close()
+        command.wait_for("uploadPaused")
+        values = wait_until(port, lambda v: value(v, "browserdrop_uploads_paused") == 1, "paused")
+        assert value(values, "browserdrop_uploads_in_flight") == 0
+        assert value(values, "browserdrop_uploads_total", outcome="connection_lost") == 0
+        # Where it stands, then the rest.
+        connection = http.client.HTTPConnection("127.0.0.1", upload_port, timeout=10)
+        connection.request("HEAD", target)
+        response = connection.getresponse()
+        response.read()
+        connection.close()
+        assert response.status == 204
+        offset = int(response.getheader("Upload-Offset"))
+        assert 0 < offset <= 50_000
+        connection = http.client.HTTPConnection("127.0.0.1", upload_port, timeout=30)
+        connection.request("PATCH", target, body=body[offset:], headers={"Upload-Offset": str(offset)})
+        status = connection.getresponse().status
+        connection.close()
+        assert status == 201
+        values = wait_until(
+            port, lambda v: value(v, "browserdrop_uploads_total", outcome="stored") == 1, "stored"
+        )
+        assert value(values, "browserdrop_uploads_paused") == 0
+        assert value(values, "browserdrop_uploads_in_flight") == 0
+        assert value(values, "browserdrop_received_bytes_total") == len(body)
+    finally:
+        command.stop()

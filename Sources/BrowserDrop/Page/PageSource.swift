@@ -1,6 +1,7 @@
 import BrowserDropSystem
 import FoundationEssentials
 import Glibc
+import Synchronization
 
 /// Serves the upload page: the bundled files or a custom folder, never anything outside it.
 struct PageSource: Sendable {
@@ -135,8 +136,9 @@ struct PageSource: Sendable {
   }
 }
 
-/// `config.json`: the page settings, built once per session.
-enum PageConfiguration {
+/// `config.json`: the page settings, encoded once per session and again only when the local
+/// name in use changes (avahi-daemon confirms it about a second after the session listens).
+final class PageConfiguration: Sendable {
   private struct Body: Encodable {
     var protocolVersion = 1
     var title: String?
@@ -147,6 +149,8 @@ enum PageConfiguration {
     var maximumConcurrentUploads: Int
     var strings: [String: String]?
     var resumable: Resumable?
+    /// The host name avahi-daemon publishes for the session (`intake.local`), once confirmed.
+    var localName: String?
   }
 
   /// The resumable extension's capability: present only when it is on, so a page written for
@@ -155,9 +159,18 @@ enum PageConfiguration {
     var expiresAfter: Int
   }
 
-  static func response(for configuration: BrowserDropServer.Configuration) -> [UInt8] {
+  private let body: Body
+  private let localName: @Sendable () -> LocalName?
+  /// The last response, and the name it was made with.
+  private let encoded: Mutex<(name: LocalName?, bytes: [UInt8])>
+
+  /// The settings of `configuration`; `localName` says the name in use at each request.
+  init(
+    _ configuration: BrowserDropServer.Configuration,
+    localName: @escaping @Sendable () -> LocalName? = { nil }
+  ) {
     let settings = configuration.pageSettings
-    let body = Body(
+    body = Body(
       title: settings.title, language: settings.language, accentColor: settings.accentColor,
       allowedExtensions: configuration.allowedExtensions.map {
         Set($0.map { $0.lowercased() }).sorted()
@@ -166,6 +179,22 @@ enum PageConfiguration {
       maximumConcurrentUploads: configuration.maximumConcurrentUploads,
       strings: settings.strings.isEmpty ? nil : settings.strings,
       resumable: configuration.resumableUploads.map { Resumable(expiresAfter: $0.expirySeconds) })
+    self.localName = localName
+    encoded = Mutex((nil, Self.encode(body)))
+  }
+
+  /// The response to `GET /config.json` now.
+  var response: [UInt8] {
+    let name = localName()
+    if let bytes = encoded.withLock({ $0.name == name ? $0.bytes : nil }) { return bytes }
+    var body = self.body
+    body.localName = name?.hostName
+    let bytes = Self.encode(body)
+    encoded.withLock { $0 = (name, bytes) }
+    return bytes
+  }
+
+  private static func encode(_ body: Body) -> [UInt8] {
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
     let json = (try? encoder.encode(body)).map { [UInt8]($0) } ?? Array("{}".utf8)

@@ -133,6 +133,7 @@ extension BrowserDropServer {
       if lost { await self?.listenerLost() }
     }
     state = .listening(session, listener: task)
+    localNamePublication.begin(port: listener.port, addresses: session.addresses)
   }
 
   private func listenerLost() {
@@ -161,6 +162,7 @@ extension BrowserDropServer {
       break
     }
     endPausedUploads()
+    localNamePublication.end(clock: clock)
     progressSink.finish()
     eventSink.finish()
   }
@@ -183,6 +185,7 @@ extension BrowserDropServer {
   private func updateAddresses(_ addresses: [Address]) {
     guard let session = state.session, addresses != session.addresses else { return }
     state.updateSession { $0.addresses = addresses }
+    localNamePublication.update(addresses)
     eventSink.yield(.addressesChanged(addresses))
   }
 }

@@ -38,6 +38,8 @@ public actor BrowserDropServer {
   var resumeTable = ResumeTable()
   /// Requests waiting for another request's hold on an upload to end (lock preemption).
   var holdWaiters: [UploadID: [CheckedContinuation<Void, Never>]] = [:]
+  /// `Configuration.localName` through Avahi (`Discovery/`).
+  let localNamePublication: LocalNamePublication
 
   /// Creates a session; nothing listens until `start()`.
   public init(configuration: Configuration = Configuration()) {
@@ -63,6 +65,7 @@ public actor BrowserDropServer {
       ResumableStore(staging: staging, scope: $0.scope)
     }
     admission = UploadAdmission(reservedFreeSpace: configuration.reservedFreeSpace)
+    localNamePublication = LocalNamePublication(name: configuration.localName)
   }
 
   deinit {

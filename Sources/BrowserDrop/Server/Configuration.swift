@@ -43,6 +43,16 @@ extension BrowserDropServer {
     /// Whether uploads can be resumed (the protocol's resumable extension, advertised in
     /// `config.json`); `nil`, the default, serves plain protocol v1 byte for byte.
     public var resumableUploads: ResumableUploads?
+    /// A name for the LAN, published through avahi-daemon while the session lasts: `NAME.local`
+    /// (A and AAAA records for the addresses the server shows, not loopback or link-local ones)
+    /// and an `_http._tcp` service "BrowserDrop on NAME". A name another machine holds moves to
+    /// Avahi's alternative (`NAME-2`). The page shows the name in use (`config.json`'s
+    /// `localName`); `localNameChanges` tells the host. Without avahi-daemon the session goes on
+    /// by address. When the session ends the name stays published for 5 s, so that a next
+    /// session with the same name and port (a kiosk's next batch) takes it over without a gap;
+    /// then it is withdrawn. `nil`, the default, publishes nothing and never loads Avahi's
+    /// library.
+    public var localName: LocalName?
 
     /// The staging root used when none is given: `browserdrop` in the temporary directory.
     public static var defaultStagingRoot: URL {
@@ -65,7 +75,8 @@ extension BrowserDropServer {
       bindAddress: String? = nil,
       durability: Bool = true,
       contentPolicy: ContentPolicy = .rejectDisguised,
-      resumableUploads: ResumableUploads? = nil
+      resumableUploads: ResumableUploads? = nil,
+      localName: LocalName? = nil
     ) {
       self.allowedExtensions = allowedExtensions
       self.maximumFileSize = maximumFileSize
@@ -81,6 +92,7 @@ extension BrowserDropServer {
       self.durability = durability
       self.contentPolicy = contentPolicy
       self.resumableUploads = resumableUploads
+      self.localName = localName
     }
   }
 }

@@ -11,7 +11,7 @@ final class SessionServices: Sendable {
   let configuration: BrowserDropServer.Configuration
   let staging: StagingFolder
   let page: PageSource
-  let configResponse: [UInt8]
+  let pageConfiguration: PageConfiguration
   /// Protocol v1's check order, with this session's extensions and size limit.
   let requestPolicy: RequestPolicy
   let contentInspector: ContentInspector
@@ -31,7 +31,8 @@ final class SessionServices: Sendable {
     self.configuration = configuration
     self.staging = staging
     self.page = PageSource(configuration.page, bundle: pageBundle)
-    self.configResponse = PageConfiguration.response(for: configuration)
+    let publication = server.localNamePublication
+    self.pageConfiguration = PageConfiguration(configuration) { publication.nameInUse }
     self.requestPolicy = RequestPolicy(
       allowedExtensions: configuration.allowedExtensions.map { Set($0.map { $0.lowercased() }) },
       maximumFileSize: configuration.maximumFileSize,
@@ -40,6 +41,9 @@ final class SessionServices: Sendable {
     self.partialKind = partialKind
     self.idleTimeout = IdleTimeout(duration: configuration.idleTimeout, clock: clock)
   }
+
+  /// `config.json` now, with the local name once it is confirmed.
+  var configResponse: [UInt8] { pageConfiguration.response }
 
   /// Loads what a session needs before it listens (the content-type database among them).
   static func load(

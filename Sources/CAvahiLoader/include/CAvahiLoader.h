@@ -5,8 +5,8 @@
 #include <stdint.h>
 
 /* Only the declarations of libavahi-client-dev are used: libavahi-client (and libavahi-common,
-   libdbus-1) are opened with dlopen when --name asks for an mDNS name, so a browserdrop without
-   it never maps them (see Package.swift). */
+   libdbus-1) are opened with dlopen when Configuration.localName (--name) asks for an mDNS name,
+   so a process without one never maps them (see Package.swift). */
 #if __has_include(<avahi-client/publish.h>)
 #include <avahi-client/client.h>
 #include <avahi-client/publish.h>
@@ -21,6 +21,10 @@
 /// Opens libavahi-common.so.3 and libavahi-client.so.3 and resolves what the publisher calls.
 /// 0 on success; otherwise -1 with the loader's reason in `error`. Thread-safe; what loaded stays.
 int cbd_avahi_load(char *error, size_t error_size);
+
+/// Avahi's alternative to the label `name` after a conflict ("intake" -> "intake-2" -> "intake-3"),
+/// written to `out`. 0 on success; -1 when the library is not loaded or `out` is too small.
+int cbd_avahi_alternative_host_name(const char *name, char *out, size_t out_size);
 
 /// What a publisher tells its owner, from the thread that runs it.
 enum cbd_avahi_event {

@@ -52,7 +52,9 @@ struct CommandOptions: Sendable {
       contentPolicy: arguments.contentPolicy,
       // The bundled page resumes every upload. A kiosk keeps cut-off uploads in its staging
       // root, so they outlive a batch and a restart; a one-shot session keeps them until it ends.
-      resumableUploads: ResumableUploads(scope: arguments.kiosk ? .stagingRoot : .session))
+      resumableUploads: ResumableUploads(scope: arguments.kiosk ? .stagingRoot : .session),
+      // Checked by the same rule when parsed (OperationsFlags.name), so it never fails here.
+      localName: arguments.advertisedName.flatMap { try? LocalName($0) })
   }
 
   /// The batch folder pattern in effect: the given one, or `{date} {time}` in kiosk mode.

@@ -5,9 +5,10 @@ import Glibc
 import Synchronization
 
 /// The command's operating surface for a service that runs for months: systemd's notify
-/// protocol and watchdog, `--metrics` with `/metrics` and `/healthz`. It watches the command's
-/// reports (``observing(_:)``), so the one-shot and kiosk code only pass it a few facts the
-/// reports don't carry.
+/// protocol and watchdog, `--metrics` with `/metrics` and `/healthz`, and the lines and address
+/// list for `--name` (published by the library, `Configuration.localName`). It watches the
+/// command's reports (``observing(_:)``), so the one-shot and kiosk code only pass it a few
+/// facts the reports don't carry.
 final class Operations: Sendable {
   let state = OperationsState()
   private let notifier: SystemdNotifier
@@ -18,16 +19,17 @@ final class Operations: Sendable {
   private let flags = Mutex(Flags())
   /// Asks the probe to measure now rather than at its next turn (after a failed forward).
   private let probeNow = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
-  private let advertisedName: String?
   private let mdns = Mutex(MDNSState())
 
   private struct MDNSState {
-    var advertiser: MDNSAdvertiser?
     /// The server's latest addresses.
     var addresses: [Address] = []
     /// The name published, once avahi-daemon said so.
-    var published: String?
-    /// Where the advertiser's news is shown.
+    var published: LocalName?
+    /// The last news shown: each kiosk batch is a session of its own, which hears the latest
+    /// news again when it takes the name over.
+    var shown: LocalNameChange?
+    /// Where the news is shown.
     var display: (any Reporter)?
   }
 
@@ -44,7 +46,6 @@ final class Operations: Sendable {
     notifier = SystemdNotifier(environment: environment, warn: warn)
     probe = OperationsProbe(stagingRoot: options.stagingRoot, destination: options.destination)
     kiosk = options.kiosk
-    advertisedName = options.advertisedName
     stallForTesting = Self.stall(environment["BROWSERDROP_TEST_LOOP_STALL"])
     if let endpoint = options.metrics {
       do {
@@ -80,10 +81,7 @@ final class Operations: Sendable {
       defer { flags.stopping = true }
       return !flags.stopping
     }
-    if first {
-      notifier.stopping(status: "stopping")
-      mdns.withLock { $0.advertiser }?.stop()
-    }
+    if first { notifier.stopping(status: "stopping") }
   }
 
   fileprivate func observe(_ report: Report) {
@@ -93,11 +91,8 @@ final class Operations: Sendable {
     case .finishing, .stopped: stopping()
     case .forwardFailed: probeNow.continuation.yield()
     case .server(.addressesChanged(let addresses)):
-      let advertiser = mdns.withLock { state in
-        state.addresses = addresses
-        return state.advertiser
-      }
-      advertiser?.update(addresses)
+      mdns.withLock { $0.addresses = addresses }
+    case .localName(let change): advertised(change)
     default: break
     }
     if changed { updateStatus() }
@@ -110,6 +105,7 @@ final class Operations: Sendable {
 
   /// The first `listening` report: the event loop runs, so its timers can start.
   private func started(_ addresses: [Address]) {
+    mdns.withLock { $0.addresses = addresses }
     let first = flags.withLock { flags in
       defer { flags.ready = true }
       return !flags.ready
@@ -123,15 +119,6 @@ final class Operations: Sendable {
     if let stallForTesting {
       EventLoopTimer.stallForTesting(after: stallForTesting.after, for: stallForTesting.for)
     }
-    if let advertisedName, let port = addresses.first?.port {
-      let advertiser = MDNSAdvertiser(name: advertisedName, port: port, addresses: addresses) {
-        [self] change in advertised(change, port: port)
-      }
-      mdns.withLock { state in
-        state.addresses = addresses
-        state.advertiser = advertiser
-      }
-    }
   }
 
   /// The server's address list with the published name first, as people should type it.
@@ -142,39 +129,49 @@ final class Operations: Sendable {
     return .server(.addressesChanged([Self.nameAddress(name, port: port)] + addresses))
   }
 
-  private static func nameAddress(_ name: String, port: Int) -> Address {
-    Address(host: "\(name).local", port: port, kind: .other, interface: "mDNS")
+  private static func nameAddress(_ name: LocalName, port: Int) -> Address {
+    Address(host: name.hostName, port: port, kind: .other, interface: "mDNS")
   }
 
-  /// News from avahi-daemon: the name in use (shown, and first in the address list), a taken
-  /// name, or one line saying why nothing is advertised.
-  private func advertised(_ change: MDNSAdvertiser.Change, port: Int) {
-    let (display, addresses, announce) = mdns.withLock { state in
-      var announce = false
-      if case .established(let name) = change, state.published != name {
+  /// News from avahi-daemon, through the server: the name in use (shown, and first in the
+  /// address list), a taken name, or one line saying why nothing is advertised. News a new
+  /// batch's session repeats is not shown again.
+  private func advertised(_ change: LocalNameChange) {
+    let (display, addresses, fresh, withdrawn) = mdns.withLock {
+      state -> ((any Reporter)?, [Address], Bool, Bool) in
+      // A name confirmed before the first address list (never seen: it takes avahi-daemon
+      // about a second) waits for the next session's repeat of it.
+      if case .published = change, state.addresses.isEmpty { return (nil, [], false, false) }
+      let fresh = state.shown != change
+      state.shown = change
+      let before = state.published
+      if case .published(let name) = change {
         state.published = name
-        announce = true
+      } else {
+        state.published = nil
       }
-      return (state.display, state.addresses, announce)
+      return (state.display, state.addresses, fresh, before != nil && state.published == nil)
     }
-    guard let display else { return }
+    guard let display, fresh else { return }
     switch change {
-    case .established(let name):
-      guard announce else { return }
-      let address = Self.nameAddress(name, port: port)
+    case .published(let name):
+      let address = Self.nameAddress(name, port: addresses.first?.port ?? 80)
       display.report(
         .notice(
-          "Advertised as \(address.url.absoluteString) (\"BrowserDrop on \(name)\") through avahi-daemon."
-        ))
+          "Advertised as \(address.url.absoluteString) (\"BrowserDrop on \(name.label)\") through"
+            + " avahi-daemon."))
       display.report(.server(.addressesChanged([address] + addresses)))
+      return
     case .renamed(let name):
       display.report(
         .notice(
-          "Another machine uses that name on this network; trying \(name).local (Avahi's alternative)."
-        ))
-    case .failed(let message):
+          "Another machine uses that name on this network; trying \(name.hostName) (Avahi's"
+            + " alternative)."))
+    case .unavailable(let message):
       display.report(.notice(message))
     }
+    // The name no longer resolves: the list goes back to the addresses alone.
+    if withdrawn { display.report(.server(.addressesChanged(addresses))) }
   }
 
   /// Measures once, then waits: 5 s, or less when a forward failed, so a dead NAS shows within

@@ -1,3 +1,4 @@
+import BrowserDrop
 import CBrowserDropLinux
 import Glibc
 
@@ -41,22 +42,16 @@ enum OperationsFlags {
   }
 
   /// A single DNS label (letters, digits, hyphens; 1–63 bytes; no hyphen at either end),
-  /// advertised as `NAME.local`; a trailing `.local` is accepted and dropped.
+  /// advertised as `NAME.local`; a trailing `.local` is accepted and dropped. The library's
+  /// rule (`LocalName`), worded for the flag.
   static func name(_ flag: String, _ value: String) throws(UsageError) -> String {
-    var label = value.lowercased()
-    if label.hasSuffix(".local.") { label.removeLast(7) }
-    if label.hasSuffix(".local") { label.removeLast(6) }
-    let valid =
-      (1...63).contains(label.utf8.count)
-      && label.utf8.allSatisfy { byte in
-        (0x61...0x7A).contains(byte) || (0x30...0x39).contains(byte) || byte == UInt8(ascii: "-")
-      } && !label.hasPrefix("-") && !label.hasSuffix("-")
-    guard valid else {
+    do {
+      return try LocalName(value).label
+    } catch {
       throw .badValue(
         flag, value,
         "one name of letters, digits and hyphens (up to 63), e.g. intake, advertised as intake.local"
       )
     }
-    return label
   }
 }

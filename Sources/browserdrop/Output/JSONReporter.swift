@@ -18,7 +18,7 @@ struct JSONReporter: Reporter {
       return [("event", .string("listening")), ("addresses", addressList(addresses))]
     case .server(let event):
       return members(for: event)
-    case .progress:
+    case .progress, .localName:
       return nil
     case .finishing:
       return [("event", .string("finishing"))]

@@ -23,7 +23,7 @@ enum ReportText {
         + addresses.map(describe)
     case .server(let event):
       return lines(for: event)
-    case .progress:
+    case .progress, .localName:
       return []
     case .finishing:
       return ["Finishing: no new uploads; uploads still in flight are dropped."]

@@ -9,6 +9,8 @@ enum Report: Sendable {
   case server(Event)
   /// A resumable upload paused or resumed.
   case pause(PauseEvent)
+  /// News of `--name` from the server (Operations/ turns it into notices and the address list).
+  case localName(LocalNameChange)
   /// Kiosk: the batch closed while this upload was paused; it is kept and continues in a
   /// later batch (the server's `.uploadFailed(…, .cancelled)` for it is reported as this).
   case carriedOver(Upload, keptBytes: Int)

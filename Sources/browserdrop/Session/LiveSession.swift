@@ -58,6 +58,11 @@ final class LiveSession: Sendable {
           }
         }
         group.addTask {
+          for await change in server.localNameChanges {
+            reporter.report(.localName(change))
+          }
+        }
+        group.addTask {
           for await list in server.progress {
             activity.note(list)
             reporter.report(.progress(list))

@@ -5,7 +5,7 @@ import Testing
 @testable import browserdrop
 
 /// The decisions of Operations/ without sockets or daemons: the flags' values, the `STATUS=`
-/// line, the exposition text, which addresses get an mDNS record, and the metrics requests.
+/// line, the exposition text and the metrics requests.
 @Suite("Operations, in process")
 struct OperationsUnitTests {
   @Test("--metrics: a bare port is loopback; other addresses only when written out")
@@ -35,6 +35,18 @@ struct OperationsUnitTests {
     for bad in ["", "-a", "a-", "a.b", "a b", "ü", String(repeating: "x", count: 64), ".local"] {
       #expect(throws: UsageError.self, "\(bad)") { try OperationsFlags.name("--name", bad) }
     }
+  }
+
+  @Test("--name becomes the library's setting, Configuration.localName")
+  func nameSetting() throws {
+    guard case .run(let named) = try ArgumentParser.parse(["--name", "Intake"], environment: [:]),
+      case .run(let plain) = try ArgumentParser.parse([], environment: [:])
+    else {
+      Issue.record("not a run")
+      return
+    }
+    #expect(named.serverConfiguration(port: 80).localName == (try LocalName("intake")))
+    #expect(plain.serverConfiguration(port: 80).localName == nil)
   }
 
   @Test("The STATUS= line follows batches and forwards")
@@ -121,20 +133,6 @@ struct OperationsUnitTests {
     let types = text.split(separator: "\n").filter { $0.hasPrefix("# TYPE ") }.count
     // Eleven families, less the two not probed yet.
     #expect(helps == types && helps == 9)
-  }
-
-  @Test("mDNS records only for addresses a phone can use")
-  func publishable() {
-    let addresses = [
-      Address(host: "192.168.1.20", port: 80, kind: .wired, interface: "eth0"),
-      Address(host: "127.0.0.1", port: 80, kind: .other, interface: "lo"),
-      Address(host: "169.254.3.4", port: 80, kind: .other, interface: "eth0"),
-      Address(host: "fe80::1", port: 80, kind: .other, interface: "eth0"),
-      Address(host: "2001:db8::5", port: 80, kind: .wifi, interface: "wlan0"),
-      Address(host: "intake.local", port: 80, kind: .other, interface: "mDNS"),
-      Address(host: "192.168.1.20", port: 80, kind: .wired, interface: "eth0"),
-    ]
-    #expect(MDNSAdvertiser.publishable(addresses) == ["192.168.1.20", "2001:db8::5"])
   }
 
   @Test("The metrics listener answers GET and HEAD, refuses other methods and garbage")

@@ -1,31 +1,20 @@
-import BrowserDrop
 import BrowserDropSystem
 import CAvahiLoader
 import Glibc
 import Synchronization
 
-/// `--name NAME`: `NAME.local` (A and AAAA records for the addresses the server shows, without
-/// link-local ones) and an `_http._tcp` service "BrowserDrop on NAME", published through
-/// avahi-daemon with Avahi's client library.
+/// `Configuration.localName`: `NAME.local` (A and AAAA records for the addresses the server
+/// shows, without link-local ones) and an `_http._tcp` service "BrowserDrop on NAME", published
+/// through avahi-daemon with Avahi's client library.
 ///
 /// libavahi-client is opened with dlopen only here (see Package.swift). Its event loop runs on a
 /// thread of its own (`bd-avahi`), which also makes the D-Bus connection, so nothing waits on
 /// the daemon from the cooperative pool or the server's loop. A name another machine holds is
 /// followed to Avahi's alternative (`NAME-2`), and the records follow the address list.
-final class MDNSAdvertiser: Sendable {
-  /// What the advertiser tells the command.
-  enum Change: Sendable, Equatable {
-    /// `name.local` is published.
-    case established(name: String)
-    /// The name was taken; `name` is tried next.
-    case renamed(name: String)
-    /// Nothing is advertised; the sentence says why (avahi-daemon not running, for one).
-    case failed(String)
-  }
-
+final class AvahiAdvertiser: Sendable {
   private final class Context: Sendable {
-    let notify: @Sendable (Change) -> Void
-    init(notify: @escaping @Sendable (Change) -> Void) { self.notify = notify }
+    let notify: @Sendable (LocalNameChange) -> Void
+    init(notify: @escaping @Sendable (LocalNameChange) -> Void) { self.notify = notify }
   }
 
   /// The C publisher: `@unchecked Sendable` as its functions take its own lock, from any thread.
@@ -43,10 +32,11 @@ final class MDNSAdvertiser: Sendable {
   private let name: String
 
   /// Starts publishing `name` for `port` at `addresses`; `notify` runs on the advertiser's
-  /// thread (or the caller of ``update(_:)``) and must not block.
+  /// thread (or the caller of ``update(_:)``, or this initializer when no thread can be made)
+  /// and must not block.
   init(
     name: String, port: Int, addresses: [Address],
-    notify: @escaping @Sendable (Change) -> Void
+    notify: @escaping @Sendable (LocalNameChange) -> Void
   ) {
     self.name = name
     state.withLock { $0.addresses = Self.publishable(addresses) }
@@ -58,7 +48,7 @@ final class MDNSAdvertiser: Sendable {
       }
     } catch {
       Unmanaged<Context>.fromOpaque(context).release()
-      notify(.failed("Can't advertise \(name).local: no thread for it (\(error.reason))."))
+      notify(.unavailable("Can't advertise \(name).local: no thread for it (\(error.reason))."))
     }
   }
 
@@ -87,7 +77,7 @@ final class MDNSAdvertiser: Sendable {
     var error = [CChar](repeating: 0, count: 256)
     guard cbd_avahi_load(&error, error.count) == 0 else {
       notify(
-        .failed(
+        .unavailable(
           "Can't advertise \(name).local: libavahi-client can't be loaded (\(Self.text(error)));"
             + " install libavahi-client3. The addresses work as before."))
       return
@@ -97,7 +87,7 @@ final class MDNSAdvertiser: Sendable {
         name, UInt16(clamping: port), Self.dispatch, context, &error, error.count)
     else {
       notify(
-        .failed(
+        .unavailable(
           "avahi-daemon isn't running (\(Self.text(error))), so \(name).local isn't advertised;"
             + " the addresses work as before."))
       return
@@ -121,12 +111,12 @@ final class MDNSAdvertiser: Sendable {
     let notify = Unmanaged<Context>.fromOpaque(context).takeUnretainedValue().notify
     let label = name.map { String(cString: $0) } ?? "?"
     switch event {
-    case Int32(CBD_AVAHI_ESTABLISHED.rawValue): notify(.established(name: label))
-    case Int32(CBD_AVAHI_RENAMED.rawValue): notify(.renamed(name: label))
+    case Int32(CBD_AVAHI_ESTABLISHED.rawValue): notify(.published(LocalName(avahiLabel: label)))
+    case Int32(CBD_AVAHI_RENAMED.rawValue): notify(.renamed(LocalName(avahiLabel: label)))
     default:
       let reason = message.map { String(cString: $0) } ?? "?"
       notify(
-        .failed(
+        .unavailable(
           "avahi-daemon stopped advertising \(label).local (\(reason)); it is advertised again"
             + " when avahi-daemon is back."))
     }
