@@ -66,6 +66,16 @@ struct ConnectionTests {
     #expect(session.incomingEntries().isEmpty)
   }
 
+  /// The real clock's deadlines are instants the event loop sleeps until; only a test's clock
+  /// makes deadlines the loop merely checks when it wakes (which, in production, would fire an
+  /// idle timeout only when something else woke the loop).
+  @Test func theRealClockMakesDeadlinesTheLoopSleepsUntil() {
+    let before = ContinuousClock.now
+    let real = SystemSessionClock().deadline(after: .seconds(5))
+    #expect(real.instant.map { $0 >= before + .seconds(5) } == true)
+    #expect(ManualClock().deadline(after: .seconds(5)).instant == nil)
+  }
+
   /// A timer on the loop (a systemd watchdog ping, the metrics' lag probe) must not hold back
   /// an idle timeout until its next run. A large body moves on the cooperative pool, so its
   /// waits (and their deadlines) can be set from another thread while the loop sleeps until the

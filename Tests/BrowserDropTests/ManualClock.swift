@@ -33,15 +33,18 @@ final class ManualClock: SessionClock {
     }
     try await withTaskCancellationHandler {
       try await withCheckedThrowingContinuation { continuation in
-        let resumeNow = state.withLock { state -> Bool in
+        // Continuations are resumed outside the lock: the event loop reads `now` under its own
+        // lock, and a resumed task may be queued on the loop.
+        let (resumeNow, ready) = state.withLock {
+          state -> (Bool, [(deadline: Duration, continuation: CheckedContinuation<Void, Never>)]) in
           let deadline = state.now + duration
-          guard deadline > state.now else { return true }
+          guard deadline > state.now else { return (true, []) }
           state.sleepers[id] = Sleeper(deadline: deadline, continuation: continuation)
           let (ready, waiting) = state.watchers.partitioned { $0.deadline == deadline }
           state.watchers = waiting
-          for watcher in ready { watcher.continuation.resume() }
-          return false
+          return (false, ready)
         }
+        for watcher in ready { watcher.continuation.resume() }
         if resumeNow { continuation.resume() }
       }
     } onCancel: {

@@ -34,7 +34,27 @@ final class Reactor: TaskExecutor, Sendable {
 
   private struct Waiter {
     var continuation: CheckedContinuation<Void, any Error>
-    var deadline: Deadline?
+    /// A deadline of real time, which the loop sleeps until at the latest.
+    var instant: ContinuousClock.Instant?
+    /// A deadline on a test's clock, checked whenever the loop wakes.
+    var onClock: (clock: any SessionClock, time: Duration)?
+
+    init(_ continuation: CheckedContinuation<Void, any Error>, deadline: Deadline?) {
+      self.continuation = continuation
+      switch deadline {
+      case .instant(let instant): self.instant = instant
+      case .onClock(let clock, let time): onClock = (clock, time)
+      case nil: break
+      }
+    }
+
+    var hasDeadline: Bool { instant != nil || onClock != nil }
+
+    func hasPassed(at now: ContinuousClock.Instant) -> Bool {
+      if let instant { return instant <= now }
+      if let onClock { return onClock.clock.now >= onClock.time }
+      return false
+    }
   }
 
   /// The loop's descriptors, while its thread runs.
@@ -168,7 +188,7 @@ final class Reactor: TaskExecutor, Sendable {
           // A deadline on a test's clock may have passed before this wait: its clock's wake-up
           // (`recheckDeadlines`) came too early for it. Checked under the lock that wake-up's
           // check takes too, so no advance of the clock goes unseen.
-          if case .onClock = deadline, deadline?.hasPassed(at: .now) == true {
+          if deadline?.hasPassedOnItsClock == true {
             return WaitError.timedOut
           }
           let op = state.registered.contains(fd) ? EPOLL_CTL_MOD : EPOLL_CTL_ADD
@@ -177,7 +197,7 @@ final class Reactor: TaskExecutor, Sendable {
             return SystemError.last("epoll_ctl")
           }
           state.registered.insert(fd)
-          state.waiters[fd] = Waiter(continuation: continuation, deadline: deadline)
+          state.waiters[fd] = Waiter(continuation, deadline: deadline)
           if let deadline {
             state.deadlineCount += 1
             // A deadline on a test's clock needs no timeout: its clock wakes the loop.
@@ -215,7 +235,7 @@ final class Reactor: TaskExecutor, Sendable {
 
   private func take(_ fd: Int32, from state: inout State) -> Waiter? {
     guard let waiter = state.waiters.removeValue(forKey: fd) else { return nil }
-    if waiter.deadline != nil { state.deadlineCount -= 1 }
+    if waiter.hasDeadline { state.deadlineCount -= 1 }
     return waiter
   }
 
@@ -272,7 +292,7 @@ final class Reactor: TaskExecutor, Sendable {
         }
         if state.deadlineCount > 0 {
           let now = ContinuousClock.now
-          for (fd, waiter) in state.waiters where waiter.deadline?.hasPassed(at: now) == true {
+          for (fd, waiter) in state.waiters where waiter.hasPassed(at: now) {
             if let waiter = take(fd, from: &state) { expired.append(waiter.continuation) }
           }
         }
@@ -379,7 +399,7 @@ final class Reactor: TaskExecutor, Sendable {
     let now = ContinuousClock.now
     var earliest: ContinuousClock.Instant?
     for waiter in state.waiters.values {
-      if let deadline = waiter.deadline?.instant, earliest.map({ deadline < $0 }) ?? true {
+      if let deadline = waiter.instant, earliest.map({ deadline < $0 }) ?? true {
         earliest = deadline
       }
     }

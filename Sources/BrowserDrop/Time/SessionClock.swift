@@ -3,7 +3,9 @@
 /// re-listen attempts. A seam, so that tests advance time by hand (`ManualClock` in the tests)
 /// instead of sleeping.
 package protocol SessionClock: Sendable {
-  /// Monotonic time since an arbitrary origin fixed when the clock was made.
+  /// Monotonic time since an arbitrary origin fixed when the clock was made. The event loop
+  /// reads it under its own lock (for a deadline this clock made), so it must be quick and
+  /// never call into the loop.
   var now: Duration { get }
   /// Suspends until `now` has advanced by `duration`, or throws `CancellationError`.
   func sleep(for duration: Duration) async throws
