@@ -37,6 +37,42 @@ struct CrashResumeTests {
     #expect(report.files.map(\.destination) == ["x 2.txt"])
   }
 
+  /// Where a kill ends a delivery after the final name is taken and before the manifest says
+  /// so: right after the server's exclusive create of the SMB claim, or right after the file
+  /// itself reached its final name (SMB rename, local `renameat2`).
+  enum Window: String, CaseIterable, CustomTestStringConvertible {
+    case smbClaimCreated, smbInstalled, localInstalled
+
+    var place: Place { self == .localInstalled ? .local : .smb }
+    var point: Checkpoint { self == .smbClaimCreated ? .claimCreated : .installed }
+    var testDescription: String { rawValue }
+  }
+
+  /// Issue 16's remaining window: killed after the name is taken, before it is recorded. After
+  /// the resume every file is there once, with its own bytes, and nothing else is: no empty
+  /// claim, no file under a second number, no temporary file.
+  @Test(
+    "Killed between taking the final name and recording it: each file once, nothing else",
+    arguments: Window.allCases, [Data(), Data("batch two".utf8)])
+  func killedAfterTheNameIsTaken(window: Window, content: Data) async throws {
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let (destination, folder) = try Self.destination(window.place, scratch)
+    let files = ["x.txt": content, "y.txt": Data("why".utf8)]
+    let batch = try scratch.folder("batch", files)
+    var crashing = Forwarder()
+    crashing.crashPoint = window.point
+    await #expect(throws: SimulatedCrash.self) {
+      _ = try await crashing.forward(folder: batch, to: destination)
+    }
+    let report = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
+
+    let found = try contents(of: folder)
+    #expect(found == files, "\(found.keys.sorted())")
+    #expect(report.files.map(\.destination).sorted() == ["x.txt", "y.txt"])
+    #expect(!FileManager.default.fileExists(atPath: batch.path), "the source is removed")
+  }
+
   /// The destination and the folder on this disk that it writes into.
   static func destination(
     _ place: Place, _ scratch: Scratch

@@ -185,6 +185,7 @@ struct DeliveryRun {
           }
           continue
         }
+        if crashPoint == .claimCreated { throw SimulatedCrash() }
         // Recorded at once, before its id is known: until the next record no rename is tried,
         // so an empty file at this name is this attempt's claim.
         try await manifest.append(
@@ -201,6 +202,7 @@ struct DeliveryRun {
       if try await fileSystem.install(
         temporary, at: candidate, replacing: replacing, claim: claim)
       {
+        if crashPoint == .installed { throw SimulatedCrash() }
         recordRename(file.relative, candidate, firstTry: name, number: number, conflict: conflict)
         return candidate
       }
