@@ -179,18 +179,22 @@ struct DeliveryRun {
       if crashPoint == .installingRecorded { throw SimulatedCrash() }
       var claim: UInt64?
       if fileSystem.needsClaim && !replacing {
-        guard try await fileSystem.claim(candidate) else {
+        // Recorded by the create itself, before its id is known: until the next record no
+        // rename is tried, so an empty file at this name is this attempt's claim.
+        let record = manifest.record(
+          .claimed, source: file, target: candidate, attempt: attempt, temporary: temporary,
+          fileID: fileID)
+        guard
+          try await fileSystem.claim(
+            candidate, recording: Manifest.line(record), in: manifest.path,
+            crashOnceCreated: crashPoint == .claimCreated)
+        else {
           if policy == .fail {
             throw ForwardFailure(kind: .nameTaken, place: fileSystem.place, item: joined(candidate))
           }
           continue
         }
-        if crashPoint == .claimCreated { throw SimulatedCrash() }
-        // Recorded at once, before its id is known: until the next record no rename is tried,
-        // so an empty file at this name is this attempt's claim.
-        try await manifest.append(
-          .claimed, source: file, target: candidate, attempt: attempt, temporary: temporary,
-          fileID: fileID)
+        manifest.noteAppended(record)
         guard let found = try await fileSystem.fileID(at: candidate), found.size == 0 else {
           continue  // Removed or written by someone else meanwhile: not a name of ours.
         }

@@ -35,12 +35,21 @@ protocol DestinationFileSystem: Sendable {
     _ source: SourceFile, to temporary: RelativePath,
     progress: @Sendable (Int64) async -> Void
   ) async throws -> UInt64
-  /// Whether a final name must be claimed (``claim(_:)``) before ``install(_:at:replacing:claim:)``
-  /// because the backend has no rename that refuses to replace (SMB).
+  /// Whether a final name must be claimed (``claim(_:recording:in:crashOnceCreated:)``) before
+  /// ``install(_:at:replacing:claim:)`` because the backend has no rename that refuses to
+  /// replace (SMB).
   var needsClaim: Bool { get }
-  /// Creates an empty file at `final` exclusively; false when the name is taken (by a file or a
-  /// folder). Its id is read afterwards (``fileID(at:)``), once the claim is recorded.
-  func claim(_ final: RelativePath) async throws -> Bool
+  /// Creates an empty file at `final` exclusively and, once it exists, appends `record` (one
+  /// line) to the manifest file at `manifest` and flushes it, as one step that a kill of this
+  /// process cannot split: false (nothing created, nothing recorded) when the name is taken by
+  /// a file or a folder. Its id is read afterwards (``fileID(at:)``).
+  ///
+  /// `crashOnceCreated` is a test seam: the call ends with ``SimulatedCrash`` as soon as the
+  /// file exists, as a kill of this process right after the server's create would.
+  func claim(
+    _ final: RelativePath, recording record: [UInt8], in manifest: String,
+    crashOnceCreated: Bool
+  ) async throws -> Bool
   /// Moves `temporary` to `final`. Unless `replacing`, never replaces anything but this
   /// attempt's own `claim`: false (leaving `temporary` in place, and nothing at `final` that
   /// this attempt made) when the name is taken.
