@@ -65,6 +65,13 @@ struct CrashResumeTests {
     await #expect(throws: SimulatedCrash.self) {
       _ = try await crashing.forward(folder: batch, to: destination)
     }
+    if window == .smbClaimCreated {
+      // The claim child recorded the create by itself (loading waits for its lock).
+      _ = try await Manifest.load(folder: batch.path, destination: "")
+      let records = try String(
+        contentsOf: batch.appendingPathComponent(Manifest.fileName), encoding: .utf8)
+      #expect(records.contains(#""state":"claimed""#), "\(records)")
+    }
     let report = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
 
     let found = try contents(of: folder)
