@@ -9,8 +9,8 @@ import Testing
 /// by a claim child of the SMB thread, or in this process when no child can be waited for.
 @Suite("Claims of final names on SMB", .serialized)
 struct ClaimTests {
-  /// Many small files, each needing a claim, once through claim children and once with
-  /// SIGCHLD ignored (no child's status could be read, so claims are made in this process):
+  /// Many small files, each needing a claim, once through claim children and once in this
+  /// process (the way taken when no child can be waited for, e.g. SIGCHLD ignored):
   /// every file arrives once with its own bytes, both ways, and nothing else is there. Prints
   /// the time per file of each, and the CPU time of this process (with its reaped children)
   /// and of the smbd (with its reaped per-connection children).
@@ -29,13 +29,12 @@ struct ClaimTests {
       let name = uniqueName("claims")
       let source = try scratch.folder(name, files)
       let destination = try server.destination("guest", name)
-      let previous = inProcess ? signal(SIGCHLD, SIG_IGN) : nil
-      #expect(SMBChildWriter.canWaitForChildren == !inProcess)
+      var forwarder = Forwarder()
+      forwarder.claimTrial = inProcess ? .inProcess : nil
       let (ours, theirs, started) = (try Self.cpuOfThisProcess(), try Self.cpu(of: smbd), Date())
-      let report = try await Forwarder().forward(folder: source, to: destination)
+      let report = try await forwarder.forward(folder: source, to: destination)
       let wall = Date().timeIntervalSince(started)
       let (oursAfter, theirsAfter) = (try Self.cpuOfThisProcess(), try Self.cpu(of: smbd))
-      if let previous { signal(SIGCHLD, previous) }
       #expect(report.files.count == count)
       #expect(try contents(of: server.directory("guest/\(name)")) == files)
       func perFile(_ seconds: Double) -> String {
@@ -59,12 +58,25 @@ struct ClaimTests {
       + seconds(children.ru_stime)
   }
 
-  /// User and system CPU seconds of process `pid` and its reaped children (/proc/PID/stat).
+  /// User and system CPU seconds of process `pid`, its reaped children and its live ones (an
+  /// smbd serves each connection in a child of its own): /proc/PID/stat, fields 14-17.
   static func cpu(of pid: String) throws -> Double {
-    let stat = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
-    // Fields after the command name in parentheses: state is field 3; utime..cstime 14-17.
-    let fields = stat[stat.range(of: ")")!.upperBound...].split(separator: " ")
-    let ticks = fields[11...14].compactMap { Double($0) }.reduce(0, +)
-    return ticks / Double(sysconf(Int32(_SC_CLK_TCK)))
+    func ticks(_ pid: Substring, fields: ClosedRange<Int>) -> Double {
+      guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+        let end = stat.range(of: ")", options: .backwards)
+      else { return 0 }
+      // After the command name: state is field 3, so field N is at index N - 3.
+      let values = stat[end.upperBound...].split(separator: " ")
+      return values[(fields.lowerBound - 3)...(fields.upperBound - 3)].compactMap { Double($0) }
+        .reduce(0, +)
+    }
+    var total = ticks(Substring(pid), fields: 14...17)
+    let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+    for task in tasks {
+      let children =
+        (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/children", encoding: .utf8)) ?? ""
+      for child in children.split(separator: " ") { total += ticks(child, fields: 14...15) }
+    }
+    return total / Double(sysconf(Int32(_SC_CLK_TCK)))
   }
 }

@@ -80,6 +80,36 @@ struct CrashResumeTests {
     #expect(!FileManager.default.fileExists(atPath: batch.path), "the source is removed")
   }
 
+  /// The connection lost right after a claim was created and recorded (the test's own smbd
+  /// stopped there): the delivery fails; after the server is back, the resume removes the
+  /// empty claim its record proves is its own and delivers each file once, nothing else.
+  @Test("smbd stopped right after the claim: after the restart, each file once, nothing else")
+  func serverStoppedAfterTheClaim() async throws {
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let own = try await TestSMBServer.own(in: scratch)
+    let (base, port) = (own.base, own.port)
+    let destination = try own.destination(
+      "guest", "lost", options: SMBOptions(timeout: .seconds(3)))
+    let files = ["x.txt": Data("lost answer".utf8), "y.txt": Data()]
+    let batch = try scratch.folder("batch", files)
+    var stopping = Forwarder()
+    let stopped = Stopped()
+    stopping.afterClaim = {
+      guard await stopped.claim() else { return }
+      do { try await LoopbackSMB.run("down", base: base, port: port) } catch { Issue.record(error) }
+    }
+    await #expect(throws: ForwardFailure.self) {
+      _ = try await stopping.forward(folder: batch, to: destination)
+    }
+    try await LoopbackSMB.run("up", base: base, port: port)
+    let report = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
+    let found = try contents(of: own.directory("guest").appendingPathComponent("lost"))
+    try await LoopbackSMB.run("down", base: base, port: port)
+    #expect(found == files, "\(found.keys.sorted())")
+    #expect(report.files.map(\.destination).sorted() == ["x.txt", "y.txt"])
+  }
+
   /// The destination and the folder on this disk that it writes into.
   static func destination(
     _ place: Place, _ scratch: Scratch

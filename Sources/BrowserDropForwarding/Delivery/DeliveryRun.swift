@@ -10,6 +10,10 @@ struct DeliveryRun {
   let reportProgress: @Sendable (ForwardProgress) async -> Void
   /// Tests only: where to end as a crash would (``SimulatedCrash``).
   let crashPoint: Checkpoint?
+  /// Tests only: see ``Forwarder/afterClaim``.
+  let afterClaim: (@Sendable () async -> Void)?
+  /// Tests only: see ``Forwarder/claimTrial``.
+  let claimTrial: ClaimTrial?
   var manifest: Manifest
   var progress: ForwardProgress
   var delivered: [ForwardReport.Delivered] = []
@@ -187,7 +191,7 @@ struct DeliveryRun {
         guard
           try await fileSystem.claim(
             candidate, recording: Manifest.line(record), in: manifest.path,
-            crashOnceCreated: crashPoint == .claimCreated)
+            trial: crashPoint == .claimCreated ? .crashOnceCreated : claimTrial)
         else {
           if policy == .fail {
             throw ForwardFailure(kind: .nameTaken, place: fileSystem.place, item: joined(candidate))
@@ -195,6 +199,7 @@ struct DeliveryRun {
           continue
         }
         manifest.noteAppended(record)
+        await afterClaim?()
         guard let found = try await fileSystem.fileID(at: candidate), found.size == 0 else {
           continue  // Removed or written by someone else meanwhile: not a name of ours.
         }

@@ -14,8 +14,10 @@ import Glibc
 ///   attempt's.
 /// * `installing`: the uploaded file's server-side id (`st_ino`, which a rename keeps) and the
 ///   final name about to be tried.
-/// * `claimed` (SMB): the empty file created exclusively at that name, recorded as soon as the
-///   create succeeds and again with its id, before the temporary file is renamed over it.
+/// * `claimed` (SMB): the empty file created exclusively at that name, recorded by the claim
+///   child that makes the create (it holds an `flock` on this file until the record is
+///   flushed, see ``load(folder:destination:)``), then again with its id, before the temporary
+///   file is renamed over it.
 /// * `delivered`: in place and checked.
 ///
 /// Lines for other destinations are kept but ignored. The file has a hidden name and is never
@@ -69,7 +71,7 @@ struct Manifest: Sendable {
   /// Reads the manifest in `folder`, if any.
   ///
   /// Waits first for a shared lock on the file: a claim child (SMB, see
-  /// ``DestinationFileSystem/claim(_:recording:in:crashOnceCreated:)``) holds an exclusive one
+  /// ``DestinationFileSystem/claim(_:recording:in:trial:)``) holds an exclusive one
   /// from before its create until its record is on disk, also when the process that started it
   /// was killed meanwhile, so what it created is never read as unrecorded. The wait is bounded
   /// by the child's own time limit.
@@ -85,13 +87,8 @@ struct Manifest: Sendable {
           kind: .sourceUnreadable, place: .source, item: fileName, errno: error.code)
       }
       let descriptor = file.rawValue
-      do throws(SystemError) {
-        try Syscall.blocking("flock") { flock(descriptor, LOCK_SH) }
-      } catch {
-        try? file.close()
-        throw ForwardFailure(
-          kind: .sourceUnreadable, place: .source, item: fileName, errno: error.code)
-      }
+      // A file system without flock (ENOLCK, EOPNOTSUPP) is read without waiting.
+      _ = try? Syscall.blocking("flock") { flock(descriptor, LOCK_SH) }
       let data = FileManager.default.contents(atPath: manifest.path) ?? Data()
       try? file.close()
       let decoder = JSONDecoder()

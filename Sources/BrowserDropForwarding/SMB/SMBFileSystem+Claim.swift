@@ -11,8 +11,7 @@ extension SMBFileSystem {
   }
 
   func claim(
-    _ final: RelativePath, recording record: [UInt8], in manifest: String,
-    crashOnceCreated: Bool
+    _ final: RelativePath, recording record: [UInt8], in manifest: String, trial: ClaimTrial?
   ) async throws -> Bool {
     let outcome = try await DedicatedThread.smb.run {
       [self] () throws(ForwardFailure) -> ClaimOutcome in
@@ -20,14 +19,14 @@ extension SMBFileSystem {
       // resume (``Manifest/load(folder:destination:)``) waits until the record is on disk.
       let file = try Self.lockedManifest(manifest)
       defer { Glibc.close(file) }  // The child has its own copy, and with it the lock.
-      guard SMBChildWriter.canWaitForChildren,
+      guard trial != .inProcess, SMBChildWriter.canWaitForChildren,
         let pid = try? context.forkClaim(of: root + final, recording: record, to: file)
       else {
         // No child (fork failed, or SIGCHLD is ignored and its status would be lost): create
         // and record here, where a kill between the two leaves an unrecorded claim.
         return try claimHere(final, recording: record, in: manifest)
       }
-      if crashOnceCreated { return abandon(pid, once: final) }
+      if trial == .crashOnceCreated { return abandon(pid, once: final) }
       // The child takes one connection, a create and a flush, bounded by its alarm: waiting
       // for it here holds only the SMB lane.
       var status: Int32 = 0
@@ -54,12 +53,9 @@ extension SMBFileSystem {
   fileprivate static func lockedManifest(_ path: String) throws(ForwardFailure) -> Int32 {
     do throws(SystemError) {
       let file = try Syscall.blocking("open") { Glibc.open(path, O_WRONLY | O_APPEND | O_CLOEXEC) }
-      do throws(SystemError) {
-        try Syscall.blocking("flock") { flock(file, LOCK_EX) }
-      } catch {
-        Glibc.close(file)
-        throw error
-      }
+      // A file system without flock (ENOLCK, EOPNOTSUPP): the child still records, but a
+      // resume does not wait for it.
+      _ = try? Syscall.blocking("flock") { flock(file, LOCK_EX) }
       return file
     } catch {
       throw ForwardFailure(
@@ -93,7 +89,7 @@ extension SMBFileSystem {
     return .claimed
   }
 
-  /// The `crashOnceCreated` seam: once the server has the file (checked on this connection,
+  /// The ``ClaimTrial/crashOnceCreated`` seam: once the server has the file (checked on this connection,
   /// every 10 ms for at most 10 s: the parent has no event for the child's create), the child
   /// is left to record it on its own, as after a kill of this process; a thread of its own
   /// reaps it.
