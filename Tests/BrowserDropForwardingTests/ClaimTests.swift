@@ -13,7 +13,8 @@ struct ClaimTests {
   /// process (the way taken when no child can be waited for, e.g. SIGCHLD ignored):
   /// every file arrives once with its own bytes, both ways, and nothing else is there. Prints
   /// the time per file of each, and the CPU time of this process (with its reaped children)
-  /// and of the smbd (with its reaped per-connection children).
+  /// and of the smbd (with its per-connection children). Run it alone for the figures: this
+  /// process's CPU counts every test running beside it.
   @Test func childAndInProcessClaimsDeliverOnce() async throws {
     let server = try TestSMBServer.fromEnvironment()
     let scratch = try Scratch()
