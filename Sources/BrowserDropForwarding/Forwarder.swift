@@ -16,6 +16,11 @@ public struct Forwarder: Sendable {
 
   /// Tests only: where a delivery ends as if the process had been killed there.
   var crashPoint: Checkpoint?
+  /// Tests only: runs right after a claim and its record (SMB), before anything else touches
+  /// the share; e.g. to stop the server there.
+  var afterClaim: (@Sendable () async -> Void)?
+  /// Tests only: how SMB claims are made (``ClaimTrial``); nil for the claim child.
+  var claimTrial: ClaimTrial?
 
   /// Delivers `folder` into `destination` and returns what happened.
   ///
@@ -39,7 +44,7 @@ public struct Forwarder: Sendable {
     let fileSystem = try await backend.open()
     var run = DeliveryRun(
       fileSystem: fileSystem, policy: policy, verify: verify, reportProgress: progress,
-      crashPoint: crashPoint, manifest: manifest,
+      crashPoint: crashPoint, afterClaim: afterClaim, claimTrial: claimTrial, manifest: manifest,
       progress: ForwardProgress(
         completedFiles: 0, totalFiles: tree.fileCount, completedBytes: 0,
         totalBytes: tree.byteCount))

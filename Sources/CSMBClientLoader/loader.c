@@ -187,9 +187,9 @@ int64_t cbd_shared_counter_load(const int64_t *counter) {
 
 void cbd_shared_counter_destroy(int64_t *counter) { munmap(counter, sizeof(int64_t)); }
 
-/* The child's job; a static because libsmbclient's auth callback has no other way to reach it
+/* The child's login; a static because libsmbclient's auth callback has no other way to reach it
    (the child has one thread and one context). */
-static const struct cbd_smbc_writer *child_job;
+static const struct cbd_smbc_login *child_login;
 static char child_password[256];
 
 static void child_discard_log(void *private_ptr, int level, const char *message) {
@@ -209,28 +209,21 @@ static void child_authenticate(SMBCCTX *context, const char *server, const char 
   (void)context;
   (void)server;
   (void)share;
-  if (child_job->workgroup != NULL && child_job->workgroup[0] != 0) {
-    child_copy(workgroup, workgroup_length, child_job->workgroup);
+  if (child_login->workgroup != NULL && child_login->workgroup[0] != 0) {
+    child_copy(workgroup, workgroup_length, child_login->workgroup);
   }
-  child_copy(username, username_length, child_job->username);
+  child_copy(username, username_length, child_login->username);
   child_copy(password, password_length, child_password);
 }
 
 /* An errno as an exit status the parent can tell from success and from a signal. */
 static int child_status(int code) { return code > 0 && code < 256 ? code : EIO; }
 
-/* Everything the child does; its return value is its exit status. Only C and libsmbclient run
-   here: never the Swift runtime, never the parent's contexts, sockets or file handles. */
-static int child_main(const struct cbd_smbc_writer *job, pid_t parent) {
-  /* Die with the parent (strictly: with the thread that forked, the SMB thread, which lives as
-     long as the process); the check closes the race where the parent died before the prctl. */
-  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return child_status(errno);
-  if (getppid() != parent) return ECHILD;
-  prctl(PR_SET_NAME, "bd-smb-writer"); /* for ps and top, instead of the SMB thread's name */
-
-  /* The host's handlers are Swift or write to descriptors closed below: every caught signal
-     gets its default action back (one ignored by the host stays ignored, as under nohup), and
-     SIGTERM and SIGINT always end the writer. A vanished peer must be EPIPE, not a signal. */
+/* The host's handlers are Swift or write to descriptors closed below: every caught signal gets
+   its default action back (one ignored by the host stays ignored, as under nohup). `stoppers`
+   (SIGTERM, SIGINT…) then get `stop_action`. A vanished peer must be EPIPE, not a signal. The
+   forking thread blocks the asynchronous signals; the child blocks none. */
+static void child_signals(const int *stoppers, size_t count, void (*stop_action)(int)) {
   struct sigaction action;
   for (int number = 1; number < NSIG; number++) {
     if (number == SIGKILL || number == SIGSTOP) continue;
@@ -244,60 +237,89 @@ static int child_main(const struct cbd_smbc_writer *job, pid_t parent) {
   }
   memset(&action, 0, sizeof action);
   sigemptyset(&action.sa_mask);
-  action.sa_handler = SIG_DFL;
-  sigaction(SIGTERM, &action, NULL);
-  sigaction(SIGINT, &action, NULL);
+  action.sa_handler = stop_action;
+  for (size_t index = 0; index < count; index++) sigaction(stoppers[index], &action, NULL);
   action.sa_handler = SIG_IGN;
   sigaction(SIGPIPE, &action, NULL);
-  /* The forking thread blocks the asynchronous signals; the writer blocks none. */
   sigset_t none;
   sigemptyset(&none);
   pthread_sigmask(SIG_SETMASK, &none, NULL);
+}
 
-  /* Keep only the source (as fd 3) and /dev/null on 0-2: a copy of the parent's listening or
-     client sockets would otherwise stay open (and a closed connection unfinished) until this
-     child exits, and nothing the library prints can reach the parent's output. */
-  int source = fcntl(job->source_fd, F_DUPFD, 3);
-  if (source < 0) return child_status(errno);
+/* Keeps only `keep` (as fd 3) and /dev/null on 0-2: a copy of the parent's listening or client
+   sockets would otherwise stay open (and a closed connection unfinished) until the child exits,
+   and nothing the library prints can reach the parent's output. Returns 3, or -errno. */
+static int child_descriptors(int keep) {
+  int kept = fcntl(keep, F_DUPFD, 3);
+  if (kept < 0) return -errno;
   int null = open("/dev/null", O_RDWR);
-  if (null < 0) return child_status(errno);
+  if (null < 0) return -errno;
   for (int fd = 0; fd <= 2; fd++) {
-    if (dup2(null, fd) < 0) return child_status(errno);
+    if (dup2(null, fd) < 0) return -errno;
   }
-  if (source != 3) {
-    if (dup2(source, 3) < 0) return child_status(errno);
-    source = 3;
+  if (kept != 3) {
+    if (dup2(kept, 3) < 0) return -errno;
   }
   if (close_range(4, ~0U, 0) != 0) {
     for (int fd = 4; fd < 65536; fd++) close(fd);
   }
+  return 3;
+}
 
-  child_job = job;
-  snprintf(child_password, sizeof child_password, "%s", job->password != NULL ? job->password : "");
-  if (job->password != NULL) explicit_bzero(job->password, strlen(job->password));
+/* Creates, configures and initialises the child's own context (debug level 0, log discarded),
+   with `login`'s credentials; NULL with errno set on failure. The password is wiped from the
+   job at once; `child_password` is wiped by child_signed_in. */
+static SMBCCTX *child_context(const struct cbd_smbc_login *login) {
+  child_login = login;
+  snprintf(child_password, sizeof child_password, "%s",
+      login->password != NULL ? login->password : "");
+  if (login->password != NULL) explicit_bzero(login->password, strlen(login->password));
 
   SMBCCTX *context = smbc.new_context();
-  if (context == NULL) return child_status(errno);
+  if (context == NULL) return NULL;
   smbc.setDebug(context, 0);
   smbc.setLogCallback(context, NULL, child_discard_log);
   smbc.setFunctionAuthDataWithContext(context, child_authenticate);
-  smbc.setOptionNoAutoAnonymousLogin(context, job->guest ? 0 : 1);
+  smbc.setOptionNoAutoAnonymousLogin(context, login->guest ? 0 : 1);
   smbc.setOptionUseKerberos(context, 0);
   smbc.setOptionFallbackAfterKerberos(context, 1);
-  smbc.setPort(context, job->port);
+  smbc.setPort(context, login->port);
   if (smbc.init_context(context) == NULL) {
     int code = errno;
     explicit_bzero(child_password, sizeof child_password);
     smbc.free_context(context, 1);
-    return child_status(code);
+    errno = code;
+    return NULL;
   }
-  smbc.setTimeout(context, job->timeout_ms);
-  smbc.setOptionProtocols(context, job->min_protocol, job->max_protocol);
-  smbc.setOptionSmbEncryptionLevel(context, (smbc_smb_encrypt_level)job->encryption_level);
+  smbc.setTimeout(context, login->timeout_ms);
+  smbc.setOptionProtocols(context, login->min_protocol, login->max_protocol);
+  smbc.setOptionSmbEncryptionLevel(context, (smbc_smb_encrypt_level)login->encryption_level);
+  return context;
+}
 
+/* The first open has signed in: the password is no longer needed. */
+static void child_signed_in(void) { explicit_bzero(child_password, sizeof child_password); }
+
+/* Everything the writer child does; its return value is its exit status. Only C and
+   libsmbclient run here: never the Swift runtime, never the parent's contexts, sockets or file
+   handles. */
+static int child_main(const struct cbd_smbc_writer *job, pid_t parent) {
+  /* Die with the parent (strictly: with the thread that forked, the SMB thread, which lives as
+     long as the process); the check closes the race where the parent died before the prctl. */
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return child_status(errno);
+  if (getppid() != parent) return ECHILD;
+  prctl(PR_SET_NAME, "bd-smb-writer"); /* for ps and top, instead of the SMB thread's name */
+  /* SIGTERM and SIGINT always end the writer. */
+  const int stoppers[] = {SIGTERM, SIGINT};
+  child_signals(stoppers, 2, SIG_DFL);
+  int source = child_descriptors(job->source_fd);
+  if (source < 0) return child_status(-source);
+
+  SMBCCTX *context = child_context(&job->login);
+  if (context == NULL) return child_status(errno);
   int result = 0;
-  SMBCFILE *file = smbc.getFunctionOpen(context)(context, job->url, O_WRONLY, 0644);
-  explicit_bzero(child_password, sizeof child_password); /* signed in: no longer needed */
+  SMBCFILE *file = smbc.getFunctionOpen(context)(context, job->login.url, O_WRONLY, 0644);
+  child_signed_in();
   if (file == NULL) {
     result = child_status(errno);
     smbc.free_context(context, 1);
@@ -353,6 +375,64 @@ pid_t cbd_smbc_fork_writer(const struct cbd_smbc_writer *job) {
   pid_t child = fork();
   if (child != 0) return child; /* the parent: the child's PID, or -1 with errno */
   _exit(child_main(job, parent));
+}
+
+/* Appends the whole record and flushes it; 0 or the errno. */
+static int claim_record(int fd, const char *record, size_t length) {
+  size_t written = 0;
+  while (written < length) {
+    ssize_t count = write(fd, record + written, length - written);
+    if (count < 0 && errno == EINTR) continue;
+    if (count <= 0) return count < 0 ? child_status(errno) : EIO;
+    written += (size_t)count;
+  }
+  while (fdatasync(fd) != 0) {
+    if (errno != EINTR) return child_status(errno);
+  }
+  return 0;
+}
+
+/* Everything the claim child does; its return value is its exit status. */
+static int claim_main(const struct cbd_smbc_claim *job) {
+  prctl(PR_SET_NAME, "bd-smb-claim");
+  /* A stop of the service (SIGTERM to the whole group) must not come between the create and
+     its record either; the alarm bounds the child instead. */
+  const int stoppers[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+  child_signals(stoppers, 4, SIG_IGN);
+  struct sigaction action;
+  memset(&action, 0, sizeof action);
+  sigemptyset(&action.sa_mask);
+  action.sa_handler = SIG_DFL; /* even where the host ignores it: the alarm must end the child */
+  sigaction(SIGALRM, &action, NULL);
+  alarm(job->bound_seconds);
+  int record = child_descriptors(job->record_fd);
+  if (record < 0) return child_status(-record);
+
+  SMBCCTX *context = child_context(&job->login);
+  if (context == NULL) return child_status(errno);
+  SMBCFILE *file =
+      smbc.getFunctionOpen(context)(context, job->login.url, O_WRONLY | O_CREAT | O_EXCL, 0644);
+  child_signed_in();
+  if (file == NULL) {
+    int code = errno == EEXIST || errno == EISDIR ? EEXIST : child_status(errno);
+    smbc.free_context(context, 1);
+    return code;
+  }
+  /* Created: the record comes before anything else that could fail or wait. */
+  int result = claim_record(record, job->record, job->record_length);
+  smbc.getFunctionClose(context)(context, file); /* an empty file: a failed close loses nothing */
+  if (result != 0) {
+    /* Not recorded: this child just created it, so it is the one file it may remove. */
+    smbc.getFunctionUnlink(context)(context, job->login.url);
+  }
+  smbc.free_context(context, 1);
+  return result;
+}
+
+pid_t cbd_smbc_fork_claim(const struct cbd_smbc_claim *job) {
+  pid_t child = fork();
+  if (child != 0) return child;
+  _exit(claim_main(job));
 }
 
 int cbd_child_wait_exited(pid_t child) {

@@ -33,4 +33,89 @@ struct FleetTests {
     #expect(counts.clean, "\(counts)")
     #expect(counts.delivered == counts.uploaded, "\(counts)")
   }
+
+  /// Issue 16's claim window with a real `kill -9`: one kiosk sends 40 small files to a real
+  /// smbd and is killed while one of its claim children (`bd-smb-claim`, the process that
+  /// creates a final name and records it) runs. Restarted on the same staging, it delivers
+  /// every file exactly once with its own bytes, and nothing else is on the share (no empty
+  /// claim, no numbered copy, no temporary file).
+  @Test func killedWhileAClaimChildRuns() async throws {
+    let folder = try TemporaryFolder()
+    let smbPort = try FreePort.closed()
+    let base = folder.path("smbd")
+    try FileManager.default.createDirectory(at: base, withIntermediateDirectories: true)
+    try await LoopbackSMB.run("up", base: base, port: smbPort)
+    let arguments = [
+      "--kiosk", "--json", "--port", "0", "--bind", "127.0.0.1", "--quiet-period", "0.3",
+      "--staging", folder.path("staging").path, "--to",
+      "smb://127.0.0.1:\(smbPort)/guest/claims", "--batch-folder", "intake",
+    ]
+    let intake = base.appending(path: "shares/guest/claims/intake")
+    var sources: [String: URL] = [:]
+    var claimChild: Substring?
+    do {
+      let kiosk = try CommandProcess(arguments)
+      let port = try await kiosk.listeningPort()
+      for index in 0..<40 {
+        let name = "f\(index).txt"
+        let source = try folder.makeFile("src/\(name)", size: 200 + index, seed: UInt8(index))
+        #expect(try await Uploader.upload(source, as: name, port: port) == 201)
+        sources[name] = source
+      }
+      try await CrashTrialTests.waitUntil(
+        "a claim child of the kiosk", timeout: 60, every: .milliseconds(1),
+        output: { kiosk.outputLines }
+      ) {
+        claimChild = Self.claimChild(of: kiosk.pid)
+        return claimChild != nil
+      }
+      try await CrashTrialTests.sigkill(kiosk)
+      // Usually the child is still at work once the kiosk is gone: it then finishes alone.
+      let outlived = claimChild.map { Self.isClaimChild($0) } ?? false
+      print("claim child \(claimChild ?? "none") outlived the killed kiosk: \(outlived)")
+      let restarted = try CommandProcess(arguments)
+      _ = try await restarted.listeningPort()
+      let journal = folder.path("staging/outbox/journal")
+      try await CrashTrialTests.waitUntil(
+        "every file forwarded", timeout: 120, every: .milliseconds(50),
+        output: { restarted.outputLines }
+      ) {
+        CrashTrialTests.entries(journal).allSatisfy { $0.hasPrefix(".") }
+          && CrashTrialTests.allFiles(in: intake).count >= sources.count
+      }
+      restarted.send(SIGTERM)
+      #expect(try await restarted.waitForExit(timeout: 60) == 0)
+    } catch {
+      try? await LoopbackSMB.run("down", base: base, port: smbPort)
+      throw error
+    }
+    try await LoopbackSMB.run("down", base: base, port: smbPort)
+    let found = CrashTrialTests.allFiles(in: intake)
+    #expect(found.sorted() == sources.keys.sorted(), "\(found)")
+    for (name, source) in sources where found.contains(name) {
+      #expect(
+        FileManager.default.contents(atPath: intake.appending(path: name).path)
+          == FileManager.default.contents(atPath: source.path), "\(name)")
+    }
+  }
+
+  /// A child of process `pid` named `bd-smb-claim` right now, if any.
+  static func claimChild(of pid: Int32) -> Substring? {
+    let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+    for task in tasks {
+      let path = "/proc/\(pid)/task/\(task)/children"
+      for child in ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").split(
+        separator: " ")
+      where isClaimChild(child) {
+        return child
+      }
+    }
+    return nil
+  }
+
+  /// Whether process `pid` is a claim child.
+  static func isClaimChild(_ pid: Substring) -> Bool {
+    ((try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8)) ?? "")
+      .hasPrefix("bd-smb-claim")
+  }
 }

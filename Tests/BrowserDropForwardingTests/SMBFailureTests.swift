@@ -221,14 +221,10 @@ struct SMBFailureTests {
 /// b is on the wire, checks the sentence, starts it again and checks that a resume delivers
 /// everything exactly once.
 func stopSMBDMidTransferThenResume(largeFile: Int) async throws {
-  _ = try TestSMBServer.fromEnvironment()
   let scratch = try Scratch()
   defer { scratch.remove() }
-  // A second smbd of our own, so stopping it cannot disturb the other tests.
-  let base = scratch.root.appendingPathComponent("smbd")
-  let port = try FreePort.closed()
-  try await LoopbackSMB.run("up", base: base, port: port)
-  let own = TestSMBServer(port: port, base: base)
+  let own = try await TestSMBServer.own(in: scratch)
+  let (base, port) = (own.base, own.port)
   let files = [
     "a.bin": bytes(1 << 20, seed: 21), "b.bin": bytes(largeFile, seed: 22),
     "c.bin": bytes(1 << 20, seed: 23),

@@ -16,6 +16,17 @@ struct TestSMBServer {
     return TestSMBServer(port: port, base: base)
   }
 
+  /// A second smbd of the test's own in `scratch` (so stopping it cannot disturb the other
+  /// tests), started with scripts/smbd.sh; `LoopbackSMB.run("down"|"up", base:port:)` stops
+  /// and starts it again. The shared server must be there too (the harness checks it).
+  static func own(in scratch: Scratch) async throws -> TestSMBServer {
+    _ = try fromEnvironment()
+    let base = scratch.root.appendingPathComponent("smbd")
+    let port = try FreePort.closed()
+    try await LoopbackSMB.run("up", base: base, port: port)
+    return TestSMBServer(port: port, base: base)
+  }
+
   /// The share's folder on this machine's disk.
   func directory(_ share: String) -> URL {
     base.appendingPathComponent("shares/\(share)")

@@ -10,6 +10,10 @@ struct DeliveryRun {
   let reportProgress: @Sendable (ForwardProgress) async -> Void
   /// Tests only: where to end as a crash would (``SimulatedCrash``).
   let crashPoint: Checkpoint?
+  /// Tests only: see ``Forwarder/afterClaim``.
+  let afterClaim: (@Sendable () async -> Void)?
+  /// Tests only: see ``Forwarder/claimTrial``.
+  let claimTrial: ClaimTrial?
   var manifest: Manifest
   var progress: ForwardProgress
   var delivered: [ForwardReport.Delivered] = []
@@ -179,17 +183,23 @@ struct DeliveryRun {
       if crashPoint == .installingRecorded { throw SimulatedCrash() }
       var claim: UInt64?
       if fileSystem.needsClaim && !replacing {
-        guard try await fileSystem.claim(candidate) else {
+        // Recorded by the create itself, before its id is known: until the next record no
+        // rename is tried, so an empty file at this name is this attempt's claim.
+        let record = manifest.record(
+          .claimed, source: file, target: candidate, attempt: attempt, temporary: temporary,
+          fileID: fileID)
+        guard
+          try await fileSystem.claim(
+            candidate, recording: Manifest.line(record), in: manifest.path,
+            trial: crashPoint == .claimCreated ? .crashOnceCreated : claimTrial)
+        else {
           if policy == .fail {
             throw ForwardFailure(kind: .nameTaken, place: fileSystem.place, item: joined(candidate))
           }
           continue
         }
-        // Recorded at once, before its id is known: until the next record no rename is tried,
-        // so an empty file at this name is this attempt's claim.
-        try await manifest.append(
-          .claimed, source: file, target: candidate, attempt: attempt, temporary: temporary,
-          fileID: fileID)
+        manifest.noteAppended(record)
+        await afterClaim?()
         guard let found = try await fileSystem.fileID(at: candidate), found.size == 0 else {
           continue  // Removed or written by someone else meanwhile: not a name of ours.
         }
@@ -201,6 +211,7 @@ struct DeliveryRun {
       if try await fileSystem.install(
         temporary, at: candidate, replacing: replacing, claim: claim)
       {
+        if crashPoint == .installed { throw SimulatedCrash() }
         recordRename(file.relative, candidate, firstTry: name, number: number, conflict: conflict)
         return candidate
       }

@@ -35,12 +35,18 @@ protocol DestinationFileSystem: Sendable {
     _ source: SourceFile, to temporary: RelativePath,
     progress: @Sendable (Int64) async -> Void
   ) async throws -> UInt64
-  /// Whether a final name must be claimed (``claim(_:)``) before ``install(_:at:replacing:claim:)``
-  /// because the backend has no rename that refuses to replace (SMB).
+  /// Whether a final name must be claimed (``claim(_:recording:in:trial:)``) before
+  /// ``install(_:at:replacing:claim:)`` because the backend has no rename that refuses to
+  /// replace (SMB).
   var needsClaim: Bool { get }
-  /// Creates an empty file at `final` exclusively; false when the name is taken (by a file or a
-  /// folder). Its id is read afterwards (``fileID(at:)``), once the claim is recorded.
-  func claim(_ final: RelativePath) async throws -> Bool
+  /// Creates an empty file at `final` exclusively and, once it exists, appends `record` (one
+  /// line) to the manifest file at `manifest` and flushes it, as one step that a kill of this
+  /// process cannot split: false (nothing created, nothing recorded) when the name is taken by
+  /// a file or a folder. Its id is read afterwards (``fileID(at:)``).
+  /// `trial` is for tests only (``ClaimTrial``).
+  func claim(
+    _ final: RelativePath, recording record: [UInt8], in manifest: String, trial: ClaimTrial?
+  ) async throws -> Bool
   /// Moves `temporary` to `final`. Unless `replacing`, never replaces anything but this
   /// attempt's own `claim`: false (leaving `temporary` in place, and nothing at `final` that
   /// this attempt made) when the name is taken.
@@ -54,6 +60,15 @@ protocol DestinationFileSystem: Sendable {
   func sha256(at path: RelativePath) async throws -> [UInt8]
   /// Releases the connection.
   func close() async
+}
+
+/// How a test wants a claim made.
+enum ClaimTrial: Sendable, Equatable {
+  /// In this process, without a claim child (as when none can be waited for).
+  case inProcess
+  /// Ended with ``SimulatedCrash`` as soon as the file exists, as a kill of this process right
+  /// after the server's create would end it.
+  case crashOnceCreated
 }
 
 /// A regular file in the folder being forwarded.

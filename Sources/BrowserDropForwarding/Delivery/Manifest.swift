@@ -1,5 +1,6 @@
 import BrowserDropSystem
 import FoundationEssentials
+import Glibc
 
 /// The record, inside the folder being forwarded, of what has arrived where, so a delivery that
 /// was interrupted can be finished without sending a file twice, and without ever taking or
@@ -13,8 +14,10 @@ import FoundationEssentials
 ///   attempt's.
 /// * `installing`: the uploaded file's server-side id (`st_ino`, which a rename keeps) and the
 ///   final name about to be tried.
-/// * `claimed` (SMB): the empty file created exclusively at that name, recorded as soon as the
-///   create succeeds and again with its id, before the temporary file is renamed over it.
+/// * `claimed` (SMB): the empty file created exclusively at that name, recorded by the claim
+///   child that makes the create (it holds an `flock` on this file until the record is
+///   flushed, see ``load(folder:destination:)``), then again with its id, before the temporary
+///   file is renamed over it.
 /// * `delivered`: in place and checked.
 ///
 /// Lines for other destinations are kept but ignored. The file has a hidden name and is never
@@ -66,10 +69,28 @@ struct Manifest: Sendable {
   private(set) var attempts: [String: Attempt] = [:]
 
   /// Reads the manifest in `folder`, if any.
+  ///
+  /// Waits first for a shared lock on the file: a claim child (SMB, see
+  /// ``DestinationFileSystem/claim(_:recording:in:trial:)``) holds an exclusive one
+  /// from before its create until its record is on disk, also when the process that started it
+  /// was killed meanwhile, so what it created is never read as unrecorded. The wait is bounded
+  /// by the child's own time limit.
   static func load(folder: String, destination: String) async throws -> Manifest {
-    await DedicatedThread.localIO.run {
+    try await DedicatedThread.localIO.run { () throws(ForwardFailure) -> Manifest in
       var manifest = Manifest(path: folder + "/" + fileName, destination: destination)
-      guard let data = FileManager.default.contents(atPath: manifest.path) else { return manifest }
+      let file: FileDescriptor
+      do throws(SystemError) {
+        file = try FileDescriptor.open(manifest.path, O_RDONLY | O_CLOEXEC)
+      } catch {
+        if error.code == ENOENT { return manifest }
+        throw ForwardFailure(
+          kind: .sourceUnreadable, place: .source, item: fileName, errno: error.code)
+      }
+      let descriptor = file.rawValue
+      // A file system without flock (ENOLCK, EOPNOTSUPP) is read without waiting.
+      _ = try? Syscall.blocking("flock") { flock(descriptor, LOCK_SH) }
+      let data = FileManager.default.contents(atPath: manifest.path) ?? Data()
+      try? file.close()
       let decoder = JSONDecoder()
       for line in data.split(separator: UInt8(ascii: "\n")) {
         // A line cut short by a crash is skipped: the step it announced was not taken.
@@ -108,6 +129,31 @@ struct Manifest: Sendable {
     attempts[record.source] = attempt
   }
 
+  /// The record ``append(_:source:target:attempt:temporary:fileID:claimID:)`` would write.
+  func record(
+    _ state: Record.State, source: SourceFile, target: RelativePath = [], attempt: String?,
+    temporary: RelativePath? = nil, fileID: UInt64? = nil, claimID: UInt64? = nil
+  ) -> Record {
+    Record(
+      destination: destination, source: source.relativeText, target: target, state: state,
+      size: source.size, attempt: attempt, temporary: temporary, fileID: fileID,
+      claimID: claimID)
+  }
+
+  /// One line of the file: `record` as JSON with sorted keys, and a newline.
+  static func line(_ record: Record) throws -> [UInt8] {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = .sortedKeys
+    var line = Array(try encoder.encode(record))
+    line.append(UInt8(ascii: "\n"))
+    return line
+  }
+
+  /// Takes in a record that was appended to the file by someone else (a claim child).
+  mutating func noteAppended(_ record: Record) {
+    apply(record)
+  }
+
   /// Appends a record and makes it durable.
   mutating func append(
     _ state: Record.State, source: SourceFile, target: RelativePath = [], attempt: String?,
@@ -115,16 +161,12 @@ struct Manifest: Sendable {
   )
     async throws
   {
-    let record = Record(
-      destination: destination, source: source.relativeText, target: target, state: state,
-      size: source.size, attempt: attempt, temporary: temporary, fileID: fileID,
-      claimID: claimID)
+    let record = record(
+      state, source: source, target: target, attempt: attempt, temporary: temporary,
+      fileID: fileID, claimID: claimID)
     apply(record)
     let path = self.path
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = .sortedKeys
-    var line = try encoder.encode(record)
-    line.append(UInt8(ascii: "\n"))
+    let line = try Self.line(record)
     try await DedicatedThread.localIO.run { [line] () throws(ForwardFailure) in
       do throws(SystemError) { try Durable.append(line, to: path) } catch {
         throw ForwardFailure(

@@ -165,7 +165,10 @@ struct LocalFileSystem: DestinationFileSystem {
   /// False: `renameat2(RENAME_NOREPLACE)` (or `link`) never replaces, no claim is needed.
   var needsClaim: Bool { false }
 
-  func claim(_ final: RelativePath) async throws -> Bool {
+  /// Never called (``needsClaim`` is false); made as SMB's in-process claim is.
+  func claim(
+    _ final: RelativePath, recording record: [UInt8], in manifest: String, trial: ClaimTrial?
+  ) async throws -> Bool {
     try await DedicatedThread.localIO.run { [self] in
       let fd = Glibc.open(path(final), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
       guard fd >= 0 else {
@@ -173,6 +176,12 @@ struct LocalFileSystem: DestinationFileSystem {
         throw failure(.last("open"), .modify, final)
       }
       Glibc.close(fd)
+      if trial == .crashOnceCreated { throw SimulatedCrash() }
+      do throws(SystemError) { try Durable.append(record, to: manifest) } catch {
+        Glibc.unlink(path(final))  // Not recorded: the one file this attempt knows it made.
+        throw ForwardFailure(
+          kind: .sourceUnreadable, place: .source, item: Manifest.fileName, errno: error.code)
+      }
       return true
     }
   }

@@ -145,7 +145,40 @@ final class SMBContext: @unchecked Sendable {
     to path: RelativePath, source: Int32, size: Int64, stripeSize: Int, stripe: Int, stripes: Int,
     progress: UnsafeMutablePointer<Int64>
   ) throws(SystemError) -> pid_t {
-    // The password in a buffer of our own, wiped as soon as the child has its copy.
+    try fork(signingInFor: path) { login in
+      var job = cbd_smbc_writer(
+        login: login, source_fd: source, size: size, stripe_size: Int64(stripeSize),
+        stripe_index: Int32(stripe), stripe_count: Int32(stripes), progress: progress)
+      return cbd_smbc_fork_writer(&job)
+    }
+  }
+
+  /// Forks a child process that claims `path` with an exclusive create on a connection of its
+  /// own and, once the server has created it, appends `record` to `recordFile` (open for
+  /// appending, locked) and flushes it; it outlives this process. Returns the child's PID. See
+  /// `cbd_smbc_fork_claim`; it never runs Swift code.
+  func forkClaim(
+    of path: RelativePath, recording record: [UInt8], to recordFile: Int32
+  ) throws(SystemError) -> pid_t {
+    // Connect, sign in, open and close are each bounded by the request timeout.
+    let bound = UInt32(clamping: options.timeoutMilliseconds / 1000 * 4 + 10)
+    return try fork(signingInFor: path) { login in
+      record.withUnsafeBufferPointer { line in
+        line.withMemoryRebound(to: CChar.self) { text in
+          var job = cbd_smbc_claim(
+            login: login, record_fd: recordFile, record: text.baseAddress,
+            record_length: text.count, bound_seconds: bound)
+          return cbd_smbc_fork_claim(&job)
+        }
+      }
+    }
+  }
+
+  /// Runs `fork` with the C login for `path`: this context's address, credentials and
+  /// options, the password in a buffer of our own that is wiped once the child has its copy.
+  private func fork(
+    signingInFor path: RelativePath, _ fork: (cbd_smbc_login) -> pid_t
+  ) throws(SystemError) -> pid_t {
     let secret = UnsafeMutablePointer<CChar>.allocate(capacity: 256)
     credentials.password.copy(into: secret, capacity: 256)
     defer {
@@ -157,14 +190,12 @@ final class SMBContext: @unchecked Sendable {
         credentials.workgroup.withCString { workgroup in
           options.minimumProtocol.rawValue.withCString { minimum in
             options.maximumProtocol.rawValue.withCString { maximum in
-              var job = cbd_smbc_writer(
-                url: url, port: port, guest: credentials.isGuest ? 1 : 0, username: username,
-                workgroup: workgroup, password: secret,
-                timeout_ms: options.timeoutMilliseconds, min_protocol: minimum,
-                max_protocol: maximum, encryption_level: Int32(encryptionLevel.rawValue),
-                source_fd: source, size: size, stripe_size: Int64(stripeSize),
-                stripe_index: Int32(stripe), stripe_count: Int32(stripes), progress: progress)
-              return cbd_smbc_fork_writer(&job)
+              fork(
+                cbd_smbc_login(
+                  url: url, port: port, guest: credentials.isGuest ? 1 : 0, username: username,
+                  workgroup: workgroup, password: secret,
+                  timeout_ms: options.timeoutMilliseconds, min_protocol: minimum,
+                  max_protocol: maximum, encryption_level: Int32(encryptionLevel.rawValue)))
             }
           }
         }

@@ -116,26 +116,8 @@ struct SMBFileSystem: DestinationFileSystem {
   /// True: `smbc_rename` replaces. On SMB2/3 it sends a rename without `ReplaceIfExists` and,
   /// when the server answers that the name exists, deletes the target and renames again (two
   /// requests; smbd 4.17's log shows `unlinkat` then `renameat`). So a rename only ever goes
-  /// onto a name this attempt has claimed with an exclusive create.
+  /// onto a name this attempt has claimed with an exclusive create (SMBFileSystem+Claim.swift).
   var needsClaim: Bool { true }
-
-  func claim(_ final: RelativePath) async throws -> Bool {
-    try await DedicatedThread.smb.run { [context, root] in
-      let claim: SMBFile
-      do throws(SystemError) {
-        // O_EXCL is atomic on the server (and case-insensitive where the share is).
-        claim = try context.open(root + final, flags: O_WRONLY | O_CREAT | O_EXCL)
-      } catch  where error.code == EEXIST || error.code == EISDIR {
-        return false
-      } catch {
-        throw failure(error, .modify, final)
-      }
-      // Created: the caller records that first, then reads its id. A failed close of an empty
-      // file loses nothing.
-      try? context.close(claim)
-      return true
-    }
-  }
 
   func install(
     _ temporary: RelativePath, at final: RelativePath, replacing: Bool, claim: UInt64?

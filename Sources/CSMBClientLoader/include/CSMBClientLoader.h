@@ -94,11 +94,10 @@ smbc_unlink_fn cbd_smbc_getFunctionUnlink(SMBCCTX *context);
    request on the wire at a time; a second connection in a forked child (which never returns to
    Swift) keeps two writes in flight. */
 
-/// What a forked writer needs, as plain C data: it must stay valid until
-/// cbd_smbc_fork_writer returns (the child works on its own copy of the parent's memory).
-struct cbd_smbc_writer {
-  /// The file to write, `smb://host:port/share/path`, percent-encoded; it must already exist
-  /// (the child opens it O_WRONLY, never creating or truncating it).
+/// How a forked child signs in on a connection of its own, as plain C data: it must stay valid
+/// until the fork returns (the child works on its own copy of the parent's memory).
+struct cbd_smbc_login {
+  /// The file, `smb://host:port/share/path`, percent-encoded.
   const char *url;
   /// The TCP port (also in `url`).
   uint16_t port;
@@ -106,7 +105,7 @@ struct cbd_smbc_writer {
   int guest;
   /// User name, workgroup ("" for the server's default) and password. The child copies the
   /// password and wipes both copies with explicit_bzero once it has signed in; the parent wipes
-  /// its own buffer after cbd_smbc_fork_writer returns.
+  /// its own buffer after the fork returns.
   const char *username;
   const char *workgroup;
   char *password;
@@ -116,6 +115,12 @@ struct cbd_smbc_writer {
   const char *min_protocol;
   const char *max_protocol;
   int encryption_level;
+};
+
+/// What a forked writer needs. The file at `login.url` must already exist (the child opens it
+/// O_WRONLY, never creating or truncating it).
+struct cbd_smbc_writer {
+  struct cbd_smbc_login login;
   /// The source file, open for reading; read with pread, so its offset is not used.
   int source_fd;
   /// Bytes of the source to deliver.
@@ -145,6 +150,38 @@ struct cbd_smbc_writer {
 /// discarded); and ends with _exit(0) on success or _exit(errno) of the first failure (EIO when
 /// the library set none, ENODATA when the source is shorter than `size`). It never calls exit().
 pid_t cbd_smbc_fork_writer(const struct cbd_smbc_writer *job);
+
+/// What a forked claimer needs: the final name to claim (`login.url`) and the record to append
+/// once the server has created it.
+struct cbd_smbc_claim {
+  struct cbd_smbc_login login;
+  /// The manifest, open for appending (O_APPEND), with an flock(LOCK_EX) the parent took on
+  /// it: the child shares that lock (same open file description) and holds it until it exits,
+  /// so a reader that takes the lock waits for the child's record.
+  int record_fd;
+  /// One line to append to `record_fd` (ending in a newline).
+  const char *record;
+  size_t record_length;
+  /// The child gives up (SIGALRM ends it) after this many seconds.
+  unsigned bound_seconds;
+};
+
+/// Forks a child that claims `job->login.url` with an exclusive create (O_CREAT | O_EXCL) on a
+/// connection of its own and, once the server has created it, appends `job->record` to
+/// `job->record_fd` and flushes it (fdatasync) before it closes the new file; returns the
+/// child's PID (or -1 with errno). Call it on the thread that makes every libsmbclient call,
+/// after cbd_smbc_load succeeded.
+///
+/// The child outlives the parent: a SIGKILL of the parent (or of the thread that forked) after
+/// the fork cannot come between the create and its record. Unlike the writer it sets no
+/// PR_SET_PDEATHSIG and ignores SIGTERM, SIGINT, SIGHUP and SIGQUIT; it names itself
+/// "bd-smb-claim", keeps only `record_fd` (as fd 3) and /dev/null on 0-2, and is ended by
+/// SIGALRM after `bound_seconds`. Exit status: 0 when it created the file and recorded it,
+/// EEXIST when the name is taken (by a file or a folder), otherwise the errno of the first
+/// failure. When the record cannot be written it removes the file it created and exits with
+/// that errno. A SIGKILL of the child itself (power loss, a kill of the whole process group or
+/// cgroup) can still come between the two.
+pid_t cbd_smbc_fork_claim(const struct cbd_smbc_claim *job);
 
 /// Blocks until `child` has exited, without reaping it (waitid with WNOWAIT), so its PID stays
 /// reserved until cbd_child_reap: a kill(2) before then never hits another process. Returns 0,

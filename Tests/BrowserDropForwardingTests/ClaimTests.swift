@@ -1,0 +1,83 @@
+import BrowserDropTestSupport
+import Foundation
+import Glibc
+import Testing
+
+@testable import BrowserDropForwarding
+
+/// SMB claims (issue 16): the exclusive create of a final name and its `claimed` record, made
+/// by a claim child of the SMB thread, or in this process when no child can be waited for.
+@Suite("Claims of final names on SMB", .serialized)
+struct ClaimTests {
+  /// Many small files, each needing a claim, once through claim children and once in this
+  /// process (the way taken when no child can be waited for, e.g. SIGCHLD ignored):
+  /// every file arrives once with its own bytes, both ways, and nothing else is there. Prints
+  /// the time per file of each, and the CPU time of this process (with its reaped children)
+  /// and of the smbd (with its per-connection children). Run it alone for the figures: this
+  /// process's CPU counts every test running beside it.
+  @Test func childAndInProcessClaimsDeliverOnce() async throws {
+    let server = try TestSMBServer.fromEnvironment()
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let count =
+      ProcessInfo.processInfo.environment["BROWSERDROP_CLAIM_FILES"].flatMap { Int($0) } ?? 40
+    var files: [String: Data] = [:]
+    for index in 0..<count { files["f\(index).txt"] = Data("file \(index)".utf8) }
+    let smbd = try String(
+      contentsOf: server.base.appendingPathComponent("smbd.harness.pid"), encoding: .utf8
+    ).trimmingCharacters(in: .whitespacesAndNewlines)
+    for inProcess in [false, true] {
+      let name = uniqueName("claims")
+      let source = try scratch.folder(name, files)
+      let destination = try server.destination("guest", name)
+      var forwarder = Forwarder()
+      forwarder.claimTrial = inProcess ? .inProcess : nil
+      let (ours, theirs, started) = (try Self.cpuOfThisProcess(), try Self.cpu(of: smbd), Date())
+      let report = try await forwarder.forward(folder: source, to: destination)
+      let wall = Date().timeIntervalSince(started)
+      let (oursAfter, theirsAfter) = (try Self.cpuOfThisProcess(), try Self.cpu(of: smbd))
+      #expect(report.files.count == count)
+      #expect(try contents(of: server.directory("guest/\(name)")) == files)
+      func perFile(_ seconds: Double) -> String {
+        String(format: "%.2f ms", seconds * 1000 / Double(count))
+      }
+      print(
+        "claims \(inProcess ? "in process" : "by children"): \(count) files, per file: "
+          + "wall \(perFile(wall)), CPU here \(perFile(oursAfter - ours)), "
+          + "CPU smbd \(perFile(theirsAfter - theirs))")
+    }
+  }
+
+  /// User and system CPU seconds of this process and its reaped children.
+  static func cpuOfThisProcess() throws -> Double {
+    var own = rusage()
+    var children = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &own)
+    getrusage(RUSAGE_CHILDREN.rawValue, &children)
+    func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
+    return seconds(own.ru_utime) + seconds(own.ru_stime) + seconds(children.ru_utime)
+      + seconds(children.ru_stime)
+  }
+
+  /// User and system CPU seconds of process `pid`, its reaped children and its live ones (an
+  /// smbd serves each connection in a child of its own): /proc/PID/stat, fields 14-17.
+  static func cpu(of pid: String) throws -> Double {
+    func ticks(_ pid: Substring, fields: ClosedRange<Int>) -> Double {
+      guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+        let end = stat.range(of: ")", options: .backwards)
+      else { return 0 }
+      // After the command name: state is field 3, so field N is at index N - 3.
+      let values = stat[end.upperBound...].split(separator: " ")
+      return values[(fields.lowerBound - 3)...(fields.upperBound - 3)].compactMap { Double($0) }
+        .reduce(0, +)
+    }
+    var total = ticks(Substring(pid), fields: 14...17)
+    let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+    for task in tasks {
+      let children =
+        (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/children", encoding: .utf8)) ?? ""
+      for child in children.split(separator: " ") { total += ticks(child, fields: 14...15) }
+    }
+    return total / Double(sysconf(Int32(_SC_CLK_TCK)))
+  }
+}
