@@ -22,6 +22,17 @@ struct ContentSnifferScreenTests {
     #expect(counts.strong > 2_500, "\(counts)")
     #expect(counts.weak + counts.unscreened < 250, "\(counts)")
     print("screen: \(counts.strong) strong, \(counts.weak) weak, \(counts.unscreened) unscreened")
+    // Benchmarks/sniff-callgrind.sh counts libmagic's instructions on the two small databases.
+    if let folder = ProcessInfo.processInfo.environment["SNIFF_DATABASES_DIR"] {
+      let database = try #require(MappedDatabase(for: nil))
+      let magic = try #require(
+        CompiledMagic(base: UnsafeRawPointer(database.base), size: database.size))
+      var screen = try #require(SoftMagicScreen(magic))
+      let databases = screen.takeDatabases()
+      try Data(databases.residual).write(to: URL(filePath: folder).appending(path: "residual.mgc"))
+      try Data(databases.unscreened).write(
+        to: URL(filePath: folder).appending(path: "unscreened.mgc"))
+    }
   }
 
   /// Random bodies of every length up to 64 KiB, most of them binary: the sniffer's answer is

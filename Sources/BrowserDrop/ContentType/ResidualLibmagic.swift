@@ -25,8 +25,9 @@ final class ResidualLibmagic: Sendable {
   init?(database mapped: MappedDatabase?, handleCount: Int, flags: Int32) {
     guard let mapped, magic_version() == Self.checkedVersion,
       let magic = CompiledMagic(base: UnsafeRawPointer(mapped.base), size: mapped.size),
-      let screen = SoftMagicScreen(magic)
+      var screen = SoftMagicScreen(magic)
     else { return nil }
+    let databases = screen.takeDatabases()
     let flags = flags | MAGIC_NO_CHECK_ENCODING | MAGIC_NO_CHECK_TEXT
     func load(_ bytes: [UInt8], _ part: String) -> MagicHandles? {
       let database = BuiltDatabase(bytes, path: "the \(part) rules of \(mapped.path)")
@@ -38,8 +39,8 @@ final class ResidualLibmagic: Sendable {
       }
       return MagicHandles(handles)
     }
-    guard let residual = load(screen.residualDatabase, "weak and unscreened"),
-      let unscreened = load(screen.unscreenedDatabase, "unscreened")
+    guard let residual = load(databases.residual, "weak and unscreened"),
+      let unscreened = load(databases.unscreened, "unscreened")
     else { return nil }
     self.screen = screen
     self.residual = residual

@@ -40,16 +40,17 @@ struct SoftMagicScreen: Sendable {
   /// The positions key bytes are read at, ascending.
   private let positions: [Int]
   /// For position index `p` and byte `b`: `keyed[starts[p * 257 + b]..<starts[p * 257 + b + 1]]`.
-  private let starts: [Int32]
+  private let starts: [UInt16]
   private let keyed: [Int32]
   /// The tests on the way to each `indirect` line in the copied rules.
   private let hazards: [[SoftMagicTest]]
 
   /// The compiled database (format 18) of the weak and unscreened rules and the named rules
-  /// they use.
-  let residualDatabase: [UInt8]
-  /// The compiled database of the unscreened rules and the named rules they use.
-  let unscreenedDatabase: [UInt8]
+  /// they use, until ``takeDatabases()`` hands it over.
+  private(set) var residualDatabase: [UInt8]
+  /// The compiled database of the unscreened rules and the named rules they use, until
+  /// ``takeDatabases()`` hands it over.
+  private(set) var unscreenedDatabase: [UInt8]
   /// How many rules are strong, weak and unscreened.
   let ruleCounts: (strong: Int, weak: Int, unscreened: Int)
   /// Buffers shorter than this go to the whole database: a 16-bit string test that runs past
@@ -106,20 +107,21 @@ struct SoftMagicScreen: Sendable {
       }
     }
     let positions = byPosition.keys.sorted()
-    var starts: [Int32] = []
+    var starts: [UInt16] = []
     var keyed: [Int32] = []
     starts.reserveCapacity(positions.count * 257)
     for position in positions {
       let entries = byPosition[position]!.sorted { $0.0 < $1.0 }
       var next = 0
       for byte in 0...256 {
-        starts.append(Int32(keyed.count))
+        starts.append(UInt16(truncatingIfNeeded: keyed.count))
         while next < entries.count, Int(entries[next].0) == byte {
           keyed.append(entries[next].1)
           next += 1
         }
       }
     }
+    guard keyed.count <= Int(UInt16.max) else { return nil }
     self.tests = tests
     self.strong = strong
     self.unkeyed = unkeyed
@@ -132,6 +134,15 @@ struct SoftMagicScreen: Sendable {
     ruleCounts = (strongCount, tests.count - strongCount, unscreenedRules.count)
     residualDatabase = Self.database(magic, rules: residualRules, named: named)
     unscreenedDatabase = Self.database(magic, rules: unscreenedRules, named: named)
+  }
+
+  /// Hands over the two databases (to be loaded into libmagic) and keeps no copy.
+  mutating func takeDatabases() -> (residual: [UInt8], unscreened: [UInt8]) {
+    defer {
+      residualDatabase = []
+      unscreenedDatabase = []
+    }
+    return (residualDatabase, unscreenedDatabase)
   }
 
   /// Which database gives libmagic's answer for `bytes`. Call it on binary data only (the walk
