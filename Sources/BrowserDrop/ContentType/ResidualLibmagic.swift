@@ -1,4 +1,5 @@
 internal import CMagic
+import Glibc
 
 /// libmagic on the small database ``SoftMagicScreen`` leaves to it, for the binary data the
 /// screen clears: the same answer as the whole database gives, for a fraction of the work.
@@ -45,6 +46,11 @@ final class ResidualLibmagic: Sendable {
     self.screen = screen
     self.residual = residual
     self.unscreened = unscreened
+    // Building the screen read every record of the mapping; random and unknown binary data no
+    // longer walks it, so let those pages go (they come back from the page cache when text or a
+    // known format does). The mapping is native-endian (`CompiledMagic` checked), so libmagic
+    // never wrote to it and nothing is lost.
+    madvise(mapped.base, mapped.size, MADV_DONTNEED)
   }
 
   /// libmagic's answer for `bytes` from a smaller database when the screen shows it is the
