@@ -42,6 +42,8 @@ struct SoftMagicTest: Sendable {
   private let window: Int?
   /// Whether `/c` or `/C` folds case.
   private let foldsCase: Bool
+  /// The index of the first pattern byte case folding cannot change (a search looks for it).
+  private let anchor: Int?
 
   /// How many bits of uniformly random data the test pins down: 32 for a 4-byte equality, 8 for
   /// a byte, 0 for a relation that random data passes often. Used to decide which rules are
@@ -82,6 +84,7 @@ struct SoftMagicTest: Sendable {
       needed = width
       window = nil
       foldsCase = false
+      anchor = nil
       self.strength = strength
       costsLibmagicMuch = false
       key = Self.integerKey(
@@ -103,6 +106,7 @@ struct SoftMagicTest: Sendable {
     let known: UInt32 = 0x01 | 0x02 | 0x04 | 0x08 | 0x10 | 0x20 | 0x40 | 0x2000 | 0x4000
     guard flagsMask & ~known == 0 else { return nil }
     foldsCase = flagsMask & 0x0C != 0
+    let folding = foldsCase
     let whole = Array(entry.value(count: entry.valueLength))
     let compactsBlanks = flagsMask & 0x03 != 0
     // With `/W` or `/w` a blank in the pattern matches runs of blanks: compare up to the first
@@ -111,6 +115,7 @@ struct SoftMagicTest: Sendable {
       compactsBlanks
       ? Array(whole.prefix(while: { $0 < 0x80 && !Self.isBlank($0) })) : whole
     pattern = prefix
+    anchor = prefix.firstIndex { !(folding && Self.folds($0)) }
     needed = entry.valueLength
     let folds = foldsCase
     let pinned = prefix.reduce(0.0) { $0 + (folds && Self.folds($1) ? 1 : 8) }
@@ -154,18 +159,21 @@ struct SoftMagicTest: Sendable {
       let last = count - needed
       let end = window.map { min(offset + $0 - 1, last) } ?? last
       guard offset <= end else { return false }
-      let first = pattern[0]
-      if foldsCase && Self.folds(first) {
+      // Look for the first pattern byte that compares as it is (`anchor`), then check the
+      // whole pattern around it; with none, try every start.
+      guard let anchor = anchor else {
         for start in offset...end where matches(in: bytes, at: start) { return true }
         return false
       }
+      let byte = pattern[anchor]
       var start = offset
       while start <= end {
-        guard let found = Self.index(of: first, in: bytes, from: start, through: end) else {
-          return false
-        }
-        if matches(in: bytes, at: found) { return true }
-        start = found + 1
+        guard
+          let found = Self.index(
+            of: byte, in: bytes, from: start + anchor, through: end + anchor)
+        else { return false }
+        if matches(in: bytes, at: found - anchor) { return true }
+        start = found - anchor + 1
       }
       return false
     }
