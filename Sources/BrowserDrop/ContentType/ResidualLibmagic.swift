@@ -1,0 +1,73 @@
+internal import CMagic
+import Glibc
+
+/// libmagic on the small database ``SoftMagicScreen`` leaves to it, for the binary data the
+/// screen clears: the same answer as the whole database gives, for a fraction of the work.
+///
+/// The handles run libmagic's other checks as usual (tar, JSON, CSV, CDF) but not its encoding
+/// and text passes: ``BinaryContent/looksBinaryToLibmagic(_:)`` has already shown the data is
+/// binary, which is what those passes would find (and then the charset is `binary`, as
+/// without them).
+final class ResidualLibmagic: Sendable {
+  /// The libmagic release whose matching code (softmagic.c, encoding.c) the screen and
+  /// ``BinaryContent`` follow; with any other, every upload goes to the whole database.
+  static let checkedVersion: Int32 = 544
+
+  /// How the whole database was split.
+  let screen: SoftMagicScreen
+  /// Handles on ``SoftMagicScreen/residualDatabase`` and ``SoftMagicScreen/unscreenedDatabase``.
+  private let residual: MagicHandles
+  private let unscreened: MagicHandles
+
+  /// Splits `database` (the mapped compiled database the sniffer's handles read) and loads
+  /// the two smaller databases into `handleCount` handles each; `nil` when there is no mapped
+  /// database, the running libmagic is not ``checkedVersion``, the format is unknown, or loading
+  /// fails. The sniffer then uses the whole database for everything, as it did before.
+  init?(database mapped: MappedDatabase?, handleCount: Int, flags: Int32) {
+    guard let mapped, magic_version() == Self.checkedVersion,
+      let magic = CompiledMagic(base: UnsafeRawPointer(mapped.base), size: mapped.size),
+      var screen = SoftMagicScreen(magic)
+    else { return nil }
+    let databases = screen.takeDatabases()
+    let flags = flags | MAGIC_NO_CHECK_ENCODING | MAGIC_NO_CHECK_TEXT
+    func load(_ bytes: [UInt8], _ part: String) -> MagicHandles? {
+      let database = BuiltDatabase(bytes, path: "the \(part) rules of \(mapped.path)")
+      var handles: [MagicHandle] = []
+      for _ in 0..<max(1, handleCount) {
+        guard let handle = try? MagicHandle(flags: flags, databasePath: nil, database: database)
+        else { return nil }
+        handles.append(handle)
+      }
+      return MagicHandles(handles)
+    }
+    guard let residual = load(databases.residual, "weak and unscreened"),
+      let unscreened = load(databases.unscreened, "unscreened")
+    else { return nil }
+    self.screen = screen
+    self.residual = residual
+    self.unscreened = unscreened
+    // Building the screen read every record of the mapping; random and unknown binary data no
+    // longer walks it, so let those pages go (they come back from the page cache when text or a
+    // known format does). The mapping is native-endian (`CompiledMagic` checked), so libmagic
+    // never wrote to it and nothing is lost.
+    madvise(mapped.base, mapped.size, MADV_DONTNEED)
+  }
+
+  /// libmagic's answer for `bytes` from a smaller database when the screen shows it is the
+  /// whole database's answer; `nil` when the whole database must be asked.
+  func identifyIfCleared(_ bytes: UnsafeRawBufferPointer) -> String? {
+    switch verdict(bytes) {
+    case .wholeDatabase: nil
+    case .residual: residual.identify(bytes)
+    case .unscreened: unscreened.identify(bytes)
+    }
+  }
+
+  /// Which database answers for `bytes`: a smaller one only for binary data, long enough.
+  func verdict(_ bytes: UnsafeRawBufferPointer) -> SoftMagicScreen.Verdict {
+    guard bytes.count >= screen.minimumLength, BinaryContent.looksBinaryToLibmagic(bytes) else {
+      return .wholeDatabase
+    }
+    return screen.verdict(bytes)
+  }
+}

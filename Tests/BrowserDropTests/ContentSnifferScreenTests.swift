@@ -1,0 +1,179 @@
+import Foundation
+import Testing
+
+@testable import BrowserDrop
+
+/// The soft-magic screen (``SoftMagicScreen``): every answer it gives must be the one libmagic
+/// gives with the whole database, as the sniffer asked it before.
+struct ContentSnifferScreenTests {
+  let sniffer: ContentSniffer
+
+  init() throws {
+    sniffer = try ContentSniffer()
+  }
+
+  /// On this machine's libmagic (5.44, Debian 12) and database the screen is in use. With any
+  /// other release it is off by design, and this test says so: the screen's reading of
+  /// libmagic's matching code must be checked again before it is trusted there.
+  @Test func theScreenIsInUseWithThisLibmagic() throws {
+    let residual = try #require(
+      sniffer.residual, "the screen is off: libmagic is not 5.44 or the database is not mapped")
+    let counts = residual.screen.ruleCounts
+    #expect(counts.strong > 2_500, "\(counts)")
+    #expect(counts.weak + counts.unscreened < 250, "\(counts)")
+    print("screen: \(counts.strong) strong, \(counts.weak) weak, \(counts.unscreened) unscreened")
+    // Benchmarks/sniff-callgrind.sh counts libmagic's instructions on the two small databases.
+    if let folder = ProcessInfo.processInfo.environment["SNIFF_DATABASES_DIR"] {
+      let database = try #require(MappedDatabase(for: nil))
+      let magic = try #require(
+        CompiledMagic(base: UnsafeRawPointer(database.base), size: database.size))
+      var screen = try #require(SoftMagicScreen(magic))
+      let databases = screen.takeDatabases()
+      try Data(databases.residual).write(to: URL(filePath: folder).appending(path: "residual.mgc"))
+      try Data(databases.unscreened).write(
+        to: URL(filePath: folder).appending(path: "unscreened.mgc"))
+    }
+  }
+
+  /// Random bodies of every length up to 64 KiB, most of them binary: the sniffer's answer is
+  /// the whole database's answer, and almost every 16 KiB body is answered without it.
+  @Test func randomBodiesGetTheWholeDatabasesAnswer() async throws {
+    let sniffer = self.sniffer
+    let residual = try #require(sniffer.residual)
+    let report = await offTheCooperativePool { () -> ScreenReport in
+      var generator = SeededGenerator(seed: 0x5C2E_E4ED)
+      var report = ScreenReport()
+      for index in 0..<4_000 {
+        let length =
+          index % 2 == 0
+          ? 16_384 : Int.random(in: 0...ContentSniffer.prefixLength, using: &generator)
+        let body = generator.bytes(length)
+        report.check(body, sniffer: sniffer, residual: residual, label: "random \(index)")
+      }
+      return report
+    }
+    #expect(report.mismatches.isEmpty, "\(report.mismatches.prefix(5))")
+    #expect(report.differentFromUnknown > 0, "libmagic's weak guesses should occur")
+    let cleared = report.verdicts[.residual, default: 0] + report.verdicts[.unscreened, default: 0]
+    #expect(Double(cleared) / Double(report.total) > 0.97, "\(report.verdicts)")
+    print(
+      "random bodies: \(report.total), \(report.verdicts), not unknown to libmagic: "
+        + "\(report.differentFromUnknown)")
+  }
+
+  /// Every top-level test of the database planted in random data at its offset (the value of
+  /// every equality, string and search): each rule's first test then matches, and the answer
+  /// must still be the whole database's.
+  @Test func plantedSignaturesGetTheWholeDatabasesAnswer() async throws {
+    let sniffer = self.sniffer
+    let residual = try #require(sniffer.residual)
+    let database = try #require(MappedDatabase(for: nil))
+    let report = await offTheCooperativePool { () -> ScreenReport in
+      let magic = CompiledMagic(base: UnsafeRawPointer(database.base), size: database.size)!
+      var generator = SeededGenerator(seed: 0x91A7_7ED5)
+      var report = ScreenReport()
+      for rule in magic.walkedRules {
+        let entry = magic.entry(rule.lowerBound)
+        guard let planted = Self.plant(entry, using: &generator) else { continue }
+        report.check(planted, sniffer: sniffer, residual: residual, label: "rule at \(rule)")
+      }
+      return report
+    }
+    #expect(report.mismatches.isEmpty, "\(report.mismatches.prefix(5))")
+    #expect(report.total > 2_500)
+    #expect(report.verdicts[.wholeDatabase, default: 0] > 2_000, "\(report.verdicts)")
+    print("planted signatures: \(report.total), \(report.verdicts)")
+  }
+
+  /// libmagic reads a buffer as text unless a NUL byte comes before its last non-NUL byte and
+  /// no byte-order mark or UTF-7 signature starts it.
+  @Test func onlyBinaryDataIsScreened() {
+    func binary(_ bytes: [UInt8]) -> Bool {
+      bytes.withUnsafeBytes { BinaryContent.looksBinaryToLibmagic($0) }
+    }
+    let text = Array("plain words\n".utf8)
+    #expect(!binary(text))
+    #expect(!binary(text + [0, 0, 0]), "trailing NULs are trimmed before the text pass")
+    #expect(binary(text + [0, 0x41]))
+    #expect(binary([0x41, 0, 0x42, 0x43]))
+    #expect(!binary([0xFF, 0xFE, 0x41, 0, 0x42, 0]), "UTF-16 LE after a BOM")
+    #expect(!binary([0xFE, 0xFF, 0, 0x41, 0, 0x42]), "UTF-16 BE after a BOM")
+    #expect(!binary([0, 0, 0xFE, 0xFF, 0, 0, 0, 0x41]), "UTF-32 BE after a BOM")
+    #expect(!binary([0xEF, 0xBB, 0xBF, 0x41, 0, 0x42]), "UTF-8 after a BOM")
+    #expect(!binary(Array("+/v8 x".utf8) + [0, 0x41]), "UTF-7 signature")
+    #expect(!binary([0, 0x41]), "too short to judge")
+  }
+
+  /// Text, and binary data of known formats, still go to the whole database.
+  @Test func textAndKnownFormatsGoToTheWholeDatabase() throws {
+    let residual = try #require(sniffer.residual)
+    for body in [
+      ContentFixtures.asciiText(), ContentFixtures.utf8Text(), ContentFixtures.json(),
+      ContentFixtures.png(), ContentFixtures.pdf(), ContentFixtures.wav(), ContentFixtures.zip(),
+      ContentFixtures.gzip(), try ContentFixtures.elf(),
+    ] {
+      let verdict = body.withUnsafeBytes { residual.verdict($0) }
+      #expect(verdict == .wholeDatabase, "\(body.prefix(8))")
+      #expect(sniffer.sniff(body) == body.withUnsafeBytes { sniffer.sniffWithWholeDatabase($0) })
+    }
+  }
+
+  /// A rule's value at its offset in 16 KiB of random data; `nil` for tests with no value to
+  /// plant (relations, regular expressions, indirect offsets…).
+  private static func plant(
+    _ entry: MagicEntry, using generator: inout SeededGenerator
+  ) -> [UInt8]? {
+    var body = generator.bytes(16_384)
+    let offset = Int(entry.offset)
+    guard entry.flags & 0x87 == 0, entry.relation == UInt8(ascii: "="), offset >= 0 else {
+      return nil
+    }
+    var value: [UInt8]
+    switch entry.type {
+    case 1: value = le(entry.number, 1)
+    case 2, 10: value = le(entry.number, 2)
+    case 4, 11: value = le(entry.number, 4)
+    case 24, 25: value = le(entry.number, 8)
+    case 7: value = le(entry.number, 2).reversed()
+    case 8: value = le(entry.number, 4).reversed()
+    case 26: value = le(entry.number, 8).reversed()
+    case 5, 20, 49:
+      value = Array(entry.value(count: entry.type == 49 ? 16 : entry.valueLength))
+    default: return nil
+    }
+    guard !value.isEmpty, offset + value.count <= body.count else { return nil }
+    body.replaceSubrange(offset..<(offset + value.count), with: value)
+    return body
+  }
+
+  private static func le(_ number: UInt64, _ width: Int) -> [UInt8] {
+    (0..<width).map { UInt8(truncatingIfNeeded: number >> (8 * UInt64($0))) }
+  }
+}
+
+/// What a run of bodies through both paths found.
+private struct ScreenReport: Sendable {
+  var total = 0
+  var verdicts: [SoftMagicScreen.Verdict: Int] = [:]
+  var mismatches: [String] = []
+  var differentFromUnknown = 0
+
+  mutating func check(
+    _ body: [UInt8], sniffer: ContentSniffer, residual: ResidualLibmagic, label: String
+  ) {
+    total += 1
+    body.withUnsafeBytes { bytes in
+      verdicts[residual.verdict(bytes), default: 0] += 1
+      let screened = sniffer.sniff(bytes)
+      let whole = sniffer.sniffWithWholeDatabase(bytes)
+      if whole.libmagicMimeType != SniffResult.unknownType
+        && whole.libmagicMimeType != SniffResult.emptyType
+      {
+        differentFromUnknown += 1
+      }
+      if screened != whole {
+        mismatches.append("\(label): \(screened.libmagicMimeType) vs \(whole.libmagicMimeType)")
+      }
+    }
+  }
+}
