@@ -7,6 +7,13 @@ connection each, a few in flight) and W3 (many large uploads at once) against th
     Benchmarks/run.sh                 # builds release, runs everything, prints a markdown table
     REPS=1 W1_MB=256 Benchmarks/run.sh   # quicker
     WORKLOADS=W2 Benchmarks/run.sh       # some workloads only
+    VARIANTS=durable,fast WORKLOADS=W2 Benchmarks/run.sh   # some variants only
+
+W2 also measures the disk's own limits for the same files, with the same parallelism and client
+threads, rotated among the variants of each round: an open/write/close loop; an
+open/write/fdatasync/close loop (the harness's durable limit row, which orders nothing: name and
+data reach the disk in one flush); and the order a durable upload keeps (data flushed, then
+linked, then the folder flushed with group commit), without the server.
 
 Figures are medians over REPS rounds (min–max in brackets). Every measured file is checked
 afterwards (size always, sha256 for W1 and a sample of the others). Only 127.0.0.1 is contacted;
@@ -43,6 +50,9 @@ CFG = {
     "SMOKE": os.environ.get("SMOKE", "") == "1",
     # Which workloads, in this order (W2 last: its files stay until the end, see measure).
     "WORKLOADS": [w.strip() for w in os.environ.get("WORKLOADS", "W1,W3,W2").split(",") if w.strip()],
+    # Which variants: defaults, sniff (durability off), durable (sniffing off), fast (both off).
+    "VARIANTS": [v.strip() for v in os.environ.get("VARIANTS", "defaults,sniff,durable,fast").split(",")
+                 if v.strip()],
 }
 if CFG["SMOKE"]:  # a few seconds: proves the benchmark runs, asserts nothing about speed
     CFG.update(W1_MB=64, W2_COUNT=200, W3_COUNT=4, W3_MB=8, REPS=1, SETTLE_S=0, INODE_COOLDOWN_S=0)
@@ -198,6 +208,21 @@ def dd(target, data, sync):
     return elapsed
 
 
+def write_loop(loadclient, folder, mode):
+    """The disk alone for W2's files: PAR threads; `mode` is loadclient's local, local-sync or
+    local-ordered."""
+    os.makedirs(folder)
+    settle()
+    mode += ":"
+    arguments = [loadclient, mode + folder, str(CFG["W2_COUNT"]), str(CFG["W2_KB"] * 1024),
+                 str(CFG["W2_PAR"]), "f"]
+    result = subprocess.run(arguments, capture_output=True, text=True, timeout=300)
+    report = json.loads(result.stdout or "{}")
+    ok = report.get("ok") == CFG["W2_COUNT"] and len(os.listdir(folder)) == CFG["W2_COUNT"]
+    return {"ok": ok, "elapsed": report.get("elapsed", 1), "cpu": 0, "peak": 0, "anon": 0,
+            "bytes": CFG["W2_COUNT"] * CFG["W2_KB"] * 1024, "files": CFG["W2_COUNT"]}
+
+
 def median_text(values, fmt):
     values = sorted(values)
     middle = statistics.median(values)
@@ -222,10 +247,14 @@ def main():
     data["W1_sha256"] = sha256(data["W1"])
     data["W3_sha256"] = sha256(data["W3"])
 
-    variants = [("durability on, sniffing on (the defaults)", True, True),
-                ("durability off, sniffing on", False, True),
-                ("durability on, sniffing off", True, False),
-                ("durability off, sniffing off", False, False)]
+    known = {"defaults": ("durability on, sniffing on (the defaults)", True, True),
+             "sniff": ("durability off, sniffing on", False, True),
+             "durable": ("durability on, sniffing off", True, False),
+             "fast": ("durability off, sniffing off", False, False)}
+    unknown = [v for v in CFG["VARIANTS"] if v not in known]
+    if unknown:
+        sys.exit("bench.py: VARIANTS: unknown variant %s (choose from %s)" % (", ".join(unknown), ", ".join(known)))
+    variants = [known[v] for v in CFG["VARIANTS"]]
     results = {}
     disk = {"dd": [], "dd fdatasync": []}
     kept = []
@@ -241,11 +270,22 @@ def main():
             steps = [("server",) + variant for variant in variants]
             if workload == "W1":
                 steps += [("dd", "dd", False, False), ("dd", "dd fdatasync", True, False)]
+            if workload == "W2":
+                steps += [("loop", "disk: open/write/close loop", "local", False),
+                          ("loop", "disk: open/write/fdatasync/close loop", "local-sync", False),
+                          ("loop", "disk: fdatasync, link, folder fsync (grouped)", "local-ordered", False)]
             shift = round_number % len(steps)
             for kind, name, durability, sniffing in steps[shift:] + steps[:shift]:
                 if kind == "dd":  # the disk alone; `durability` is conv=fdatasync
                     disk[name].append(dd(os.path.join(CFG["SCRATCH"], "dd.bin"), data["W1"], durability))
                     log(workload, name, "%.3f s" % disk[name][-1])
+                    continue
+                if kind == "loop":  # W2's files without the network; `durability` is the mode
+                    folder = os.path.join(CFG["SCRATCH"], "loop-%d" % len(kept))
+                    kept.append(folder)
+                    result = write_loop(loadclient, folder, durability)
+                    log(workload, name, json.dumps(result))
+                    results.setdefault((workload, name), []).append(result)
                     continue
                 staging = os.path.join(CFG["SCRATCH"], "staging-%d" % len(kept))
                 kept.append(staging)
@@ -274,11 +314,15 @@ def main():
         if workload == "W2":
             rate = median_text([r["files"] / r["elapsed"] for r in good], "%.0f") + " files/s"
             cpu = median_text([r["cpu"] / r["files"] * 1e6 for r in good], "%.0f") + " µs/file"
+            if name.startswith("disk:"):
+                cpu = ""
         else:
             rate = median_text([r["bytes"] / r["elapsed"] / 1e6 for r in good], "%.0f") + " MB/s"
             cpu = median_text([r["cpu"] / (r["bytes"] / GiB) for r in good], "%.2f") + " s/GiB"
         peak = median_text([r["peak"] for r in good], "%.0f") + " MiB (" + median_text(
             [r["anon"] for r in good], "%.1f") + ")"
+        if name.startswith("disk:"):
+            peak = ""
         lines.append("| %s | %s | %s | %s | %s | %s |" % (workload, name, rate, cpu, peak, checked))
     table = "\n".join(lines)
     print(table)

@@ -7,6 +7,16 @@
  * SOURCE_FILE with sendfile, or from a random buffer in memory) and reads the reply.
  * Prints one JSON line: elapsed seconds, uploads that got 2xx, errors, latency percentiles.
  * Bounded: COUNT uploads, a 120 s deadline after which no upload starts, 30 s socket timeouts.
+ *
+ *   loadclient local:DIR|local-sync:DIR|local-ordered:DIR COUNT SIZE PARALLEL PREFIX
+ *
+ * The disk's own limit for the same work, without the network: each "upload" is an
+ * open/write/close of DIR/PREFIX<n>.bin, with `fdatasync` before the close in local-sync.
+ * That is the harness's durable limit row (../shared/bench, W2): it orders nothing (the name
+ * and the data reach the disk in one flush), which a server that never shows a partial file
+ * under its final name can't do. local-ordered is that server's order without the server: an
+ * O_TMPFILE file written and `fdatasync`ed, then linked as DIR/PREFIX<n>.bin, then DIR flushed
+ * with group commit (a flush covers every link made before it started; one at a time).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -25,7 +35,8 @@
 #include <time.h>
 #include <unistd.h>
 
-static int port, count, parallel, source_fd = -1;
+static int port, count, parallel, source_fd = -1, local_sync, local_ordered, local_dir_fd = -1;
+static const char *local_dir;
 static long long size;
 static const char *prefix;
 static unsigned char *memory_body;
@@ -50,7 +61,68 @@ static int send_all(int fd, const void *data, size_t length) {
   return 0;
 }
 
+/* Group commit of the folder flush: a request joins the next flush not yet started. */
+static pthread_mutex_t flush_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t flush_done = PTHREAD_COND_INITIALIZER;
+static long flush_requested, flush_covered, flush_running, flush_failed_upto;
+
+static int flush_folder(void) {
+  pthread_mutex_lock(&flush_lock);
+  long mine = ++flush_requested;
+  while (flush_covered < mine) {
+    if (flush_running) { pthread_cond_wait(&flush_done, &flush_lock); continue; }
+    flush_running = 1;
+    long covers = flush_requested;
+    pthread_mutex_unlock(&flush_lock);
+    int failed = fsync(local_dir_fd) != 0;
+    pthread_mutex_lock(&flush_lock);
+    if (failed) flush_failed_upto = covers;
+    flush_covered = covers;
+    flush_running = 0;
+    pthread_cond_broadcast(&flush_done);
+  }
+  int ok = flush_failed_upto < mine;
+  pthread_mutex_unlock(&flush_lock);
+  return ok;
+}
+
+static int write_ordered(int n) {
+  int fd = open(local_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
+  if (fd < 0) return -1;
+  ssize_t written = 0;
+  while (written < size) {
+    ssize_t n2 = write(fd, memory_body + written, (size_t)(size - written));
+    if (n2 < 0 && errno == EINTR) continue;
+    if (n2 <= 0) break;
+    written += n2;
+  }
+  char name[512];
+  snprintf(name, sizeof name, "%s%05d.bin", prefix, n);
+  int ok = written == size && fdatasync(fd) == 0 && linkat(fd, "", local_dir_fd, name, AT_EMPTY_PATH) == 0;
+  close(fd);
+  return ok && flush_folder() ? 201 : -1;
+}
+
+static int write_local(int n) {
+  if (local_ordered) return write_ordered(n);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s%05d.bin", local_dir, prefix, n);
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return -1;
+  ssize_t written = 0;
+  while (written < size) {
+    ssize_t n2 = write(fd, memory_body + written, (size_t)(size - written));
+    if (n2 < 0 && errno == EINTR) continue;
+    if (n2 <= 0) break;
+    written += n2;
+  }
+  int ok = written == size && (!local_sync || fdatasync(fd) == 0);
+  close(fd);
+  return ok ? 201 : -1;
+}
+
 static int upload(int n) {
+  if (local_dir) return write_local(n);
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return -1;
   struct timeval timeout = {30, 0};
@@ -113,15 +185,19 @@ static int compare(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
   if (argc < 6) {
-    fprintf(stderr, "usage: loadclient PORT COUNT SIZE PARALLEL PREFIX [SOURCE_FILE]\n");
+    fprintf(stderr, "usage: loadclient PORT|local:DIR|local-sync:DIR|local-ordered:DIR COUNT SIZE PARALLEL PREFIX [SOURCE_FILE]\n");
     return 2;
   }
-  port = atoi(argv[1]);
+  if (strncmp(argv[1], "local:", 6) == 0) local_dir = argv[1] + 6;
+  if (strncmp(argv[1], "local-sync:", 11) == 0) local_dir = argv[1] + 11, local_sync = 1;
+  if (strncmp(argv[1], "local-ordered:", 14) == 0) local_dir = argv[1] + 14, local_ordered = 1;
+  if (local_dir && (local_dir_fd = open(local_dir, O_RDONLY | O_DIRECTORY)) < 0) { perror(local_dir); return 2; }
+  port = local_dir ? 0 : atoi(argv[1]);
   count = atoi(argv[2]);
   size = atoll(argv[3]);
   parallel = atoi(argv[4]);
   prefix = argv[5];
-  if (argc > 6 && (source_fd = open(argv[6], O_RDONLY)) < 0) { perror(argv[6]); return 2; }
+  if (argc > 6 && !local_dir && (source_fd = open(argv[6], O_RDONLY)) < 0) { perror(argv[6]); return 2; }
   if (source_fd < 0) {
     memory_body = malloc((size_t)size + 1);
     for (long long i = 0; i < size; i++) memory_body[i] = (unsigned char)(rand() >> 7);

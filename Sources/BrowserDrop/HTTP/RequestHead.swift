@@ -83,26 +83,25 @@ struct RequestHead: Sendable, Equatable {
           throw Refusal(.badRequest, "A header value has a control character.")
         }
       }
-      let name = asciiLowercased(bytes, line.lowerBound..<colon)
-      switch name {
-      case "host":
+      // Names and the Expect value are compared in place: a String for each header line cost
+      // two allocations per header on every request.
+      let name = line.lowerBound..<colon
+      if equalsIgnoringCase(bytes, name, "host") {
         hostCount += 1
         head.host = string(bytes, valueStart..<valueEnd)
-      case "origin":
+      } else if equalsIgnoringCase(bytes, name, "origin") {
         originCount += 1
         head.origin = string(bytes, valueStart..<valueEnd)
-      case "content-length":
+      } else if equalsIgnoringCase(bytes, name, "content-length") {
         lengthCount += 1
         head.contentLength = try parseLength(bytes, valueStart..<valueEnd)
-      case "upload-offset":
+      } else if equalsIgnoringCase(bytes, name, "upload-offset") {
         offsetCount += 1
         head.uploadOffset = try parseLength(bytes, valueStart..<valueEnd, name: "Upload-Offset")
-      case "transfer-encoding":
+      } else if equalsIgnoringCase(bytes, name, "transfer-encoding") {
         head.hasTransferEncoding = true
-      case "expect":
-        head.expectsContinue = asciiLowercased(bytes, valueStart..<valueEnd) == "100-continue"
-      default:
-        break
+      } else if equalsIgnoringCase(bytes, name, "expect") {
+        head.expectsContinue = equalsIgnoringCase(bytes, valueStart..<valueEnd, "100-continue")
       }
     }
     if hostCount > 1 { throw Refusal(.badRequest, "More than one Host header.") }
@@ -208,6 +207,22 @@ struct RequestHead: Sendable, Equatable {
 
   private static func string(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>) -> String {
     String(decoding: UnsafeRawBufferPointer(rebasing: bytes[range]), as: UTF8.self)
+  }
+
+  /// Whether `bytes[range]` is `lowercase` (lowercase ASCII) in any case.
+  private static func equalsIgnoringCase(
+    _ bytes: UnsafeRawBufferPointer, _ range: Range<Int>, _ lowercase: StaticString
+  ) -> Bool {
+    guard range.count == lowercase.utf8CodeUnitCount else { return false }
+    let expected = lowercase.utf8Start
+    var offset = 0
+    for position in range {
+      let byte = bytes[position]
+      let folded = byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte
+      if folded != expected[offset] { return false }
+      offset += 1
+    }
+    return true
   }
 
   private static func asciiLowercased(

@@ -45,10 +45,10 @@ extension BrowserDropServer {
   }
 
   /// Stores a complete upload: checks the name again, moves the file into place and records it.
-  /// Returns the record and the folders whose entries changed.
+  /// Returns the record and where its name went (the folders to flush for durability).
   func store(
     _ ticket: UploadTicket, partial: PartialFile, mimeType: String?, kind: ContentKind
-  ) -> Result<(ReceivedFile, [String]), Refusal> {
+  ) -> Result<(ReceivedFile, StagingFolder.Placement), Refusal> {
     guard let session = state.session, admission.isInFlight(ticket.upload.id) else {
       return .failure(Refusal(.writeFailed, "The session ended while the file was arriving."))
     }
@@ -56,10 +56,15 @@ extension BrowserDropServer {
       endUpload(ticket, failure: .pathConflict)
       return .failure(conflict)
     }
-    let changed: [String]
+    let placement: StagingFolder.Placement
     if ticket.resumable != nil { ResumeCrashPoint.reach(.received) }
     do {
-      changed = try staging.place(partial: partial, at: ticket.path, sessionFD: session.sessionFD)
+      // With durability on, a folder made here is known to be unflushed before any other upload
+      // can use it (`FolderSync.flush`), even when this upload then fails.
+      let folderSync = session.services.configuration.durability ? session.services.folderSync : nil
+      placement = try staging.place(
+        partial: partial, at: ticket.path, sessionFD: session.sessionFD,
+        made: { folderSync?.noteMade($0) })
     } catch {
       endUpload(ticket, failure: .writeFailed(error.reason))
       return .failure(Refusal(.writeFailed, "The file couldn't be stored: \(error.reason)."))
@@ -72,7 +77,7 @@ extension BrowserDropServer {
     if let resumable = ticket.resumable { completeResumable(resumable) }
     endUpload(ticket, failure: nil)
     eventSink.yield(.uploadFinished(file))
-    return .success((file, changed))
+    return .success((file, placement))
   }
 
   /// Ends an upload that did not complete: `.uploadFailed` with the reason.

@@ -1,6 +1,7 @@
 import BrowserDropSystem
 import CBrowserDropLinux
 import Glibc
+import Synchronization
 
 /// The file an upload's body is written to until it is complete, then installed under its
 /// final name in the session folder.
@@ -56,15 +57,12 @@ struct PartialFile: Sendable {
       try Syscall.blocking("rename") { renameat(AT_FDCWD, path, folderFD, name) }
       return
     }
-    let link = descriptorLink
-    if linkat(AT_FDCWD, link, folderFD, name, AT_SYMLINK_FOLLOW) == 0 { return }
+    if link(into: folderFD, as: name) == 0 { return }
     guard errno == EEXIST else { throw SystemError(call: "linkat", code: errno) }
     // `linkat` never replaces: link under a hidden name beside the old file, then rename over
     // it, which replaces it in one step.
     let hidden = ".replacing-\(UInt64.random(in: 0...UInt64.max))"
-    try Syscall.blocking("linkat") {
-      linkat(AT_FDCWD, link, folderFD, hidden, AT_SYMLINK_FOLLOW)
-    }
+    try Syscall.blocking("linkat") { link(into: folderFD, as: hidden) }
     do {
       try Syscall.blocking("rename") { renameat(folderFD, hidden, folderFD, name) }
     } catch {
@@ -92,7 +90,30 @@ struct PartialFile: Sendable {
     return .anonymous
   }
 
-  /// The open file as a path `linkat` can follow: `AT_EMPTY_PATH` would need
-  /// CAP_DAC_READ_SEARCH, the /proc link works for anyone.
+  /// Links the anonymous file as `name` in `folderFD`; returns what `linkat` returns.
+  ///
+  /// `AT_EMPTY_PATH` links the descriptor itself. Linux 6.10 and later allow it to whoever
+  /// opened the file; before, only with CAP_DAC_READ_SEARCH, and it fails with ENOENT. The
+  /// /proc link works for anyone, but resolving `/proc/self/fd/N` walks four procfs names on
+  /// every upload. The first refusal of `AT_EMPTY_PATH` that the /proc link then gets past
+  /// switches to the /proc link for the rest of the process.
+  private func link(into folderFD: Int32, as name: String) -> Int32 {
+    if Self.emptyPathLinks.load(ordering: .relaxed) {
+      if linkat(fd, "", folderFD, name, Self.atEmptyPath) == 0 { return 0 }
+      guard errno == ENOENT || errno == EPERM else { return -1 }
+      let result = linkat(AT_FDCWD, descriptorLink, folderFD, name, AT_SYMLINK_FOLLOW)
+      if result == 0 { Self.emptyPathLinks.store(false, ordering: .relaxed) }
+      return result
+    }
+    return linkat(AT_FDCWD, descriptorLink, folderFD, name, AT_SYMLINK_FOLLOW)
+  }
+
+  /// `AT_EMPTY_PATH` (linux/fcntl.h), which Glibc exports only with _GNU_SOURCE.
+  private static let atEmptyPath: Int32 = 0x1000
+
+  /// Whether `linkat` with `AT_EMPTY_PATH` is still thought to work here.
+  private static let emptyPathLinks = Atomic(true)
+
+  /// The open file as a path `linkat` can follow, whatever the process may do.
   private var descriptorLink: String { "/proc/self/fd/\(fd)" }
 }

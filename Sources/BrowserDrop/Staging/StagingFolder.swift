@@ -93,22 +93,34 @@ struct StagingFolder: Sendable {
     return access(upper, F_OK) == 0
   }
 
+  /// Where a stored file's name went, for making it durable: every folder whose entries changed
+  /// (the file's own, and the parent of each folder made for it), and the folders made.
+  struct Placement: Sendable {
+    /// The folder holding the file.
+    var folder: String
+    /// Folders whose entries changed, the file's own last.
+    var changed: [String]
+    /// Folders made for this file, outermost first.
+    var created: [String]
+  }
+
   /// Moves a complete partial file into place, creating its folders. Returns the folders whose
   /// entries changed (to be flushed for durability). Runs in the actor: metadata calls only.
   /// Never follows a symlink on the way: a folder replaced by a link (planted by another
   /// process) fails the upload instead of sending the file elsewhere. `sessionFD` is the session
   /// folder, open for the session's life, so a file at the top level costs no extra `open`.
+  /// `made` hears of each folder as soon as it is made, even when a later step fails.
   func place(
-    partial: PartialFile, at path: UploadPath, sessionFD: Int32
-  ) throws(SystemError) -> [String] {
-    var changed: [String] = []
+    partial: PartialFile, at path: UploadPath, sessionFD: Int32,
+    made: (String) -> Void = { _ in }
+  ) throws(SystemError) -> Placement {
     let (folderFD, folder, created) = try openFolder(
-      path.segments.dropLast(), creating: true, from: sessionFD)
+      path.segments.dropLast(), creating: true, from: sessionFD, made: made)
     defer { if folderFD != sessionFD { close(folderFD) } }
-    changed += created
     try partial.install(in: folderFD, as: String(path.segments.last!))
-    changed.append(folder)
-    return changed
+    // A folder made here changed its parent's entries.
+    let changed = created.map { String($0[..<$0.lastIndex(of: "/")!]) } + [folder]
+    return Placement(folder: folder, changed: changed, created: created)
   }
 
   /// Opens the session folder, read-only and never through a symlink.
@@ -123,19 +135,21 @@ struct StagingFolder: Sendable {
   /// Opens each of `segments` below the session folder without following a symlink
   /// (`O_NOFOLLOW`), creating missing ones when asked. Starts from `sessionFD` when given (the
   /// caller keeps it; it is returned as is when `segments` is empty), else opens the session
-  /// folder. Returns the last folder's descriptor, its path and the folders whose entries changed.
+  /// folder. Returns the last folder's descriptor, its path and the folders it made.
   private func openFolder(
-    _ segments: ArraySlice<Substring>, creating: Bool, from sessionFD: Int32? = nil
+    _ segments: ArraySlice<Substring>, creating: Bool, from sessionFD: Int32? = nil,
+    made madeNow: (String) -> Void = { _ in }
   ) throws(SystemError) -> (Int32, String, [String]) {
     var fd: Int32
     if let sessionFD { fd = sessionFD } else { fd = try openSession() }
     var folder = sessionPath
-    var changed: [String] = []
+    var made: [String] = []
     for segment in segments {
       let name = String(segment)
       if creating {
         if mkdirat(fd, name, 0o755) == 0 {
-          changed.append(folder)
+          made.append(folder + "/" + name)
+          madeNow(folder + "/" + name)
         } else if errno != EEXIST {
           let code = errno
           if fd != sessionFD { close(fd) }
@@ -149,7 +163,7 @@ struct StagingFolder: Sendable {
       fd = next
       folder += "/" + name
     }
-    return (fd, folder, changed)
+    return (fd, folder, made)
   }
 
   /// Deletes a stored file and any folders it leaves empty, never through a symlink.

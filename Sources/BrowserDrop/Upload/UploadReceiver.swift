@@ -123,10 +123,12 @@ struct UploadReceiver {
     let durable = services.configuration.durability
     let inspector = services.contentInspector
     let fileExtension = ticket.path.fileExtension
+    // Uploads finishing together flush at once, each on its own I/O thread, so the device merges
+    // their cache flushes (group commit, `FolderSync`); a failure fails this upload only.
+    let syncData = services.folderSync.operations(for: services.staging.sessionPath).syncData
+    let label = ticket.path.value
     let finish = { @Sendable () -> Result<ContentInspector.Finding, SystemError> in
-      if durable, fdatasync(fd) != 0 {
-        return .failure(SystemError(call: "fdatasync", code: errno))
-      }
+      if durable, let failure = syncData(fd, label) { return .failure(failure) }
       return .success(alreadyFound ?? inspector.inspect(fd: fd, fileExtension: fileExtension))
     }
     // Nothing to flush or sniff: skip the hop to the I/O pool.
@@ -148,10 +150,11 @@ struct UploadReceiver {
     switch await server.store(
       ticket, partial: partial, mimeType: found.mimeType, kind: found.kind)
     {
-    case .success(let (_, changedFolders)):
+    case .success(let (_, placement)):
       installed = true
       if services.configuration.durability {
-        guard await services.folderSync.flush(changedFolders) else {
+        guard await services.folderSync.flush(placement, under: services.staging.sessionPath)
+        else {
           return Response.refusal(
             Refusal(.writeFailed, "The disk reported an error while the file was made durable."))
         }
