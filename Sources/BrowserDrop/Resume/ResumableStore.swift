@@ -234,12 +234,13 @@ struct ResumableStore: Sendable {
         continue
       }
       let read = readRecord(id)
-      guard case .success(let (data, modified)) = read else {
-        // Gone meanwhile, or unreadable for now (out of descriptors, say): kept, with its
-        // partial file, for a later start.
-        known.insert(id.value)
+      if case .failure(let failure) = read {
+        // Unreadable for now (out of descriptors, say): kept, with its partial file, for a
+        // later start. Gone meanwhile: its partial file, if any, is an orphan.
+        if failure.code != ENOENT { known.insert(id.value) }
         continue
       }
+      guard case .success(let (data, modified)) = read else { continue }
       guard var record = try? JSONDecoder().decode(Record.self, from: Data(data)) else {
         remove(id)
         continue
