@@ -13,7 +13,7 @@ extension BrowserDropServer {
   ) async -> Result<(offset: Int, length: Int), Refusal> {
     expirePaused()
     // An expired upload's files are gone once HEAD says it is unknown.
-    await storeSettled()
+    await storeSettled(id)
     while true {
       switch resumeTable.standing(id, path: path) {
       case .unknown: return .failure(Refusal(.unknownUpload))
@@ -34,8 +34,11 @@ extension BrowserDropServer {
     guard let store = resumableStore else {
       return admit(request.path, size: request.size, freeBytes: freeBytes)
     }
-    // Files the store is still removing go first: a new upload of an id never meets them.
-    await storeSettled()
+    // Files of the id that the store is still removing go first: a new upload never meets them.
+    switch request.resumable {
+    case .start(let id), .resume(let id, _): await storeSettled(id)
+    case .probe, nil: break
+    }
     switch request.resumable {
     case .start(let id):
       // A request holding it stops first; it may store the file while this one waits.
@@ -119,28 +122,37 @@ extension BrowserDropServer {
     for id in completed { storedHere.remove(id) }
     guard !paused.isEmpty || !completed.isEmpty else { return }
     let ids = paused.map(\.0)
-    onStore { store in
+    onStore(ids + completed) { store in
       for id in ids { store.remove(id) }
       for id in completed { store.removeRecord(id) }
     }
   }
 
-  /// Runs `job` on the store, on the blocking pool (the actor runs on the event loop's thread,
-  /// which must not wait for the disk), after the jobs given before it: one at a time, in order.
-  func onStore(_ job: @escaping @Sendable (ResumableStore) -> Void) {
+  /// Runs `job`, which touches the files of `ids`, on the store, on the blocking pool (the actor
+  /// runs on the event loop's thread, which must not wait for the disk), after the jobs given
+  /// before it: one at a time, in order.
+  func onStore(_ ids: [UploadID], _ job: @escaping @Sendable (ResumableStore) -> Void) {
     guard let store = resumableStore else { return }
     let previous = storeWork
-    pendingStoreJobs += 1
+    for id in ids { pendingStoreIDs[id, default: 0] += 1 }
     storeWork = Task {
       await previous?.value
       await BlockingPool.shared.run { job(store) }
-      self.pendingStoreJobs -= 1
+      for id in ids {
+        self.pendingStoreIDs[id, default: 1] -= 1
+        if self.pendingStoreIDs[id] == 0 { self.pendingStoreIDs[id] = nil }
+      }
     }
   }
 
   /// Returns once every job given to `onStore` so far has run.
   func storeSettled() async {
-    if pendingStoreJobs > 0, let work = storeWork { await work.value }
+    if let work = storeWork { await work.value }
+  }
+
+  /// Returns once the jobs given to `onStore` for `id` have run (the jobs before them too).
+  func storeSettled(_ id: UploadID) async {
+    if pendingStoreIDs[id] != nil, let work = storeWork { await work.value }
   }
 
   /// The resumable upload `resumable` was stored (its file renamed into the session folder):
@@ -157,7 +169,7 @@ extension BrowserDropServer {
     let forgotten = resumeTable.complete(id, expiresAt: clock.now + lifetime)
     if remembers { storedHere.insert(id) }
     if let forgotten { storedHere.remove(forgotten) }
-    onStore { store in
+    onStore([id] + (forgotten.map { [$0] } ?? [])) { store in
       if remembers { store.markStored(id) } else { store.removeRecord(id) }
       if let forgotten { store.removeRecord(forgotten) }
     }
@@ -187,7 +199,7 @@ extension BrowserDropServer {
     var forgottenIDs: [UploadID] = []
     defer {
       if !invalid.isEmpty || !forgottenIDs.isEmpty {
-        onStore { [invalid, forgottenIDs] store in
+        onStore(invalid + forgottenIDs) { [invalid, forgottenIDs] store in
           for id in invalid { store.remove(id) }
           for id in forgottenIDs { store.removeRecord(id) }
         }

@@ -41,10 +41,10 @@ public actor BrowserDropServer {
   /// Uploads this session stored and the store remembers (the `.stagingRoot` scope): the
   /// records `cancel()` removes, with their files.
   var storedHere: Set<UploadID> = []
-  /// The newest of the store's jobs on the blocking pool (`onStore`), and how many have not
-  /// finished.
+  /// The newest of the store's jobs on the blocking pool (`onStore`), and the ids whose files
+  /// jobs not yet finished touch (how many jobs each).
   var storeWork: Task<Void, Never>?
-  var pendingStoreJobs = 0
+  var pendingStoreIDs: [UploadID: Int] = [:]
   /// Requests waiting for another request's hold on an upload to end (lock preemption).
   var holdWaiters: [UploadID: [CheckedContinuation<Void, Never>]] = [:]
   /// `Configuration.localName` through Avahi (`Discovery/`).
