@@ -1,3 +1,4 @@
+import BrowserDropSystem
 import BrowserDropTestSupport
 import Foundation
 import Glibc
@@ -40,12 +41,17 @@ struct ResumeStoreTests {
     #expect(count == written)
   }
 
-  /// Writes `record` as the upload's record file, as a process that stored it would have.
+  /// Writes `record` as the upload's record file, as a process that stored it would have,
+  /// at the time it says (the file's modification time too: the store reads both).
   static func writeRecord(
     _ store: ResumableStore, _ id: UploadID, _ record: ResumableStore.Record
   ) throws {
-    try JSONEncoder().encode(record).write(
-      to: URL(filePath: store.folder + "/\(id).record"))
+    let path = store.folder + "/\(id).record"
+    try JSONEncoder().encode(record).write(to: URL(filePath: path))
+    let seconds = Int(record.updated.rounded(.down))
+    let time = timespec(tv_sec: seconds, tv_nsec: 0)
+    let times = [time, time]
+    #expect(utimensat(AT_FDCWD, path, times, 0) == 0)
   }
 
   static func id(_ n: Int) throws -> UploadID {
@@ -168,10 +174,82 @@ struct ResumeStoreTests {
 
     let record = first.root.path + "/.browserdrop-resumable/\(id).record"
     #expect(FileManager.default.fileExists(atPath: record))
-    clock.advance(by: .seconds(3599))
+    // Wall time passed since the upload was stored counts too: 10 s of margin for it.
+    clock.advance(by: .seconds(3590))
     #expect(try await client.head().status == 204, "expired early")
-    clock.advance(by: .seconds(1))
+    clock.advance(by: .seconds(10))
     #expect(try await client.head().status == 404)
     #expect(!FileManager.default.fileExists(atPath: record), "the expired record stayed")
+  }
+
+  /// A POST that replaces a paused upload of the same id and fails to write its record (here
+  /// the record is a symbolic link, which the store never follows when writing) leaves neither
+  /// file: the old record alone would read as a stored upload.
+  @Test func aFailedCreateNeverLeavesTheOldRecordAlone() throws {
+    let folder = try TemporaryFolder()
+    let store = try Self.store(folder.url)
+    let id = try Self.id(1)
+    try Self.make(store, id, length: 100, written: 40)
+    let record = store.folder + "/\(id).record"
+    #expect(rename(record, folder.path("elsewhere.record").path) == 0)
+    #expect(symlink(folder.path("elsewhere.record").path, record) == 0)
+    #expect(throws: SystemError.self) { try store.create(id, Self.record(length: 100)) }
+    let found = store.recover(expiresAfter: .seconds(3600))
+    #expect(!found.contains { $0.0 == id && $0.1.stored }, "read back as stored")
+    #expect(!FileManager.default.fileExists(atPath: store.partialPath(id)))
+  }
+
+  /// A partial file that is there but can't be opened at start (here a symbolic link, which
+  /// the store refuses to follow; out of descriptors or a permission would do the same) is not
+  /// taken as gone: the upload is skipped and its files stay for a later start.
+  @Test func aPartialFileThatCannotBeOpenedIsKept() throws {
+    let folder = try TemporaryFolder()
+    let store = try Self.store(folder.url)
+    let id = try Self.id(1)
+    try Self.make(store, id, length: 100, written: 40)
+    let partial = store.partialPath(id)
+    #expect(rename(partial, folder.path("bytes").path) == 0)
+    #expect(symlink(folder.path("bytes").path, partial) == 0)
+    #expect(store.recover(expiresAfter: .seconds(3600)).isEmpty)
+    #expect(FileManager.default.fileExists(atPath: store.folder + "/\(id).record"))
+    #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: partial)) != nil)
+  }
+
+  /// A stored upload is remembered for `expiresAfter` after it was stored, also by a later
+  /// session: here its upload began almost `expiresAfter` earlier (the record says so), and a
+  /// kiosk's next batch still answers HEAD with "complete" after a while.
+  @Test func aStoredUploadIsRememberedFromWhenItWasStored() async throws {
+    let first = try await ResumeTests.start(scope: .stagingRoot)
+    defer { try? FileManager.default.removeItem(at: first.root) }
+    let pauses = PauseLog(first.server.pauses)
+    let body = TestBytes.make(100_000, seed: 5)
+    let id = ResumeClient.randomID()
+    let client = ResumeClient(port: first.port, path: "old.bin", id: id)
+    try await ResumeTests.cutPost(client, body, after: 40_000, pauses: pauses)
+    _ = try await first.server.finish()
+    // The upload began 3500 s ago (of 3600).
+    let path = first.root.path + "/.browserdrop-resumable/\(id).record"
+    var record = try JSONDecoder().decode(
+      ResumableStore.Record.self, from: Data(contentsOf: URL(filePath: path)))
+    record.updated -= 3500
+    try JSONEncoder().encode(record).write(to: URL(filePath: path))
+
+    let second = try await ResumeTests.start(
+      root: first.root, scope: .stagingRoot, clock: ManualClock())
+    let resumed = ResumeClient(port: second.port, path: "old.bin", id: id)
+    #expect(try await resumed.offset() == 40_000)
+    let reply = try await resumed.exchange(
+      resumed.patchHead(offset: 40_000, length: 60_000), body[40_000...])
+    #expect(reply.status == 201)
+    _ = try await second.server.finish()
+
+    let clock = ManualClock()
+    let third = try await ResumeTests.start(root: first.root, scope: .stagingRoot, clock: clock)
+    defer { Task { await third.stop() } }
+    let later = ResumeClient(port: third.port, path: "old.bin", id: id)
+    clock.advance(by: .seconds(600))
+    let head = try await later.head()
+    #expect(head.status == 204, "forgotten: the page would send it again")
+    #expect(head.headers["upload-offset"] == "100000")
   }
 }

@@ -1,3 +1,4 @@
+import BrowserDropSystem
 import BrowserDropTestSupport
 import Foundation
 import Synchronization
@@ -414,6 +415,128 @@ struct ResumeTests {
     try await socket.send(Array(body[30_000...]))
     #expect(try await socket.readReply().status == 201)
     #expect(session.stagedFiles() == ["long.bin": body])
+  }
+
+  /// Two servers on one staging root's store would remove and rewrite each other's files: the
+  /// second one's start fails, naming the folder, and succeeds once the first has finished.
+  @Test func aSecondServerOnTheSameRootDoesNotStart() async throws {
+    let first = try await Self.start(scope: .stagingRoot)
+    defer { try? FileManager.default.removeItem(at: first.root) }
+    let folder = first.root.path + "/.browserdrop-resumable"
+    do {
+      let second = try await Self.start(root: first.root, scope: .stagingRoot)
+      await second.server.cancel()
+      Issue.record("a second server started on the same store")
+    } catch BrowserDropError.stagingUnavailable(let path, let reason) {
+      #expect(path == folder)
+      #expect(reason.contains("another server"))
+    }
+    _ = try await first.server.finish()
+    let third = try await Self.start(root: first.root, scope: .stagingRoot)
+    _ = try await third.server.finish()
+  }
+
+  /// Cancelling a session removes its paused uploads and what it stored, with their records,
+  /// and leaves the records of uploads that earlier sessions stored and handed over: their
+  /// pages still hear "complete".
+  @Test func cancelKeepsWhatEarlierSessionsStored() async throws {
+    let first = try await Self.start(scope: .stagingRoot)
+    defer { try? FileManager.default.removeItem(at: first.root) }
+    let body = TestBytes.make(50_000, seed: 21)
+    let earlier = ResumeClient(port: first.port, path: "earlier.bin", id: ResumeClient.randomID())
+    #expect(
+      try await earlier.exchange(earlier.postHead(length: body.count), body[...]).status == 201)
+    _ = try await first.server.finish()
+
+    let second = try await Self.start(root: first.root, scope: .stagingRoot)
+    let pauses = PauseLog(second.server.pauses)
+    let stored = ResumeClient(port: second.port, path: "stored.bin", id: ResumeClient.randomID())
+    #expect(try await stored.exchange(stored.postHead(length: body.count), body[...]).status == 201)
+    let paused = ResumeClient(port: second.port, path: "paused.bin", id: ResumeClient.randomID())
+    try await Self.cutPost(paused, body, after: 20_000, pauses: pauses)
+    await second.server.cancel()
+    let folder = first.root.path + "/.browserdrop-resumable/"
+    let names = Set(try FileManager.default.contentsOfDirectory(atPath: folder))
+    #expect(names.contains(earlier.id + ".record"), "an earlier session's record went")
+    #expect(!names.contains(stored.id + ".record") && !names.contains(paused.id + ".record"))
+    #expect(!names.contains(paused.id + ".partial"))
+
+    let third = try await Self.start(root: first.root, scope: .stagingRoot)
+    defer { Task { await third.stop() } }
+    let again = ResumeClient(port: third.port, path: "earlier.bin", id: earlier.id)
+    #expect(try await again.offset() == body.count)
+    let gone = ResumeClient(port: third.port, path: "stored.bin", id: stored.id)
+    #expect(try await gone.head().status == 404, "its file was deleted: the page sends it again")
+  }
+
+  /// A POST with the id of an upload whose request is finishing waits for it, and when that
+  /// request stores the file, the POST hears "complete" (it stores nothing again). The
+  /// finishing request is held in its last flush: the blocking pool's threads are all busy
+  /// until the POST waits.
+  @Test(.timeLimit(.minutes(1)))
+  func aPostWaitingForAFinishingRequestHearsComplete() async throws {
+    let session = try await Self.start()
+    defer { Task { await session.stop() } }
+    let body = TestBytes.make(60_000, seed: 23)
+    let client = ResumeClient(port: session.port, path: "twice.bin", id: ResumeClient.randomID())
+    let id = try UploadID(validating: Substring(client.id))
+    let first = try await RawClient.connect(port: session.port)
+    try await first.send(client.postHead(length: body.count))
+    try await first.send(Array(body[..<(body.count - 1)]))
+    let folder = session.server.sessionFolder
+    let partial =
+      folder.deletingLastPathComponent().path + "/." + folder.lastPathComponent
+      + ".incoming/resumable/\(client.id).partial"
+    // Admitted, and all but the last byte written. Bounded: 10 s.
+    for _ in 0..<1000 where ResumeStoreTests.size(partial) != body.count - 1 {
+      try await Task.sleep(for: .milliseconds(10))
+    }
+    try #require(ResumeStoreTests.size(partial) == body.count - 1)
+    // Every thread of the blocking pool waits on a pipe, so the last byte's flush waits too.
+    var pipeEnds: [Int32] = [0, 0]
+    #expect(pipe(&pipeEnds) == 0)
+    let (readEnd, writeEnd) = (pipeEnds[0], pipeEnds[1])
+    defer { close(readEnd); close(writeEnd) }
+    let busy = Atomic<Int>(0)
+    let threads = 4
+    var released = false
+    func release() {
+      guard !released else { return }
+      released = true
+      _ = Glibc.write(writeEnd, [UInt8](repeating: 1, count: threads), threads)
+    }
+    defer { release() }
+    for _ in 0..<threads {
+      BlockingPool.shared.submit {
+        busy.add(1, ordering: .sequentiallyConsistent)
+        var byte: UInt8 = 0
+        _ = read(readEnd, &byte, 1)
+      }
+    }
+    for _ in 0..<1000 where busy.load(ordering: .sequentiallyConsistent) < threads {
+      try await Task.sleep(for: .milliseconds(10))
+    }
+    #expect(busy.load(ordering: .sequentiallyConsistent) == threads)
+    try await first.send(Array(body[(body.count - 1)...]))
+    // Every byte is written (the flush is what waits). Bounded: 10 s.
+    for _ in 0..<1000 where ResumeStoreTests.size(partial) != body.count {
+      try await Task.sleep(for: .milliseconds(10))
+    }
+    #expect(ResumeStoreTests.size(partial) == body.count)
+    let second = try await RawClient.connect(port: session.port)
+    try await second.send(client.postHead(length: body.count))
+    try await second.send(body)
+    // Bounded: 10 s. The POST waits for the first request's hold to end.
+    for _ in 0..<1000 where await session.server.holdWaiters[id] == nil {
+      try await Task.sleep(for: .milliseconds(10))
+    }
+    #expect(await session.server.holdWaiters[id] != nil, "the POST never waited")
+    release()
+    #expect(try await first.readReply().status == 201)
+    let reply = try await second.readReply()
+    #expect(reply.status == 409 && reply.errorCode == "offset_mismatch")
+    #expect(reply.headers["upload-offset"] == String(body.count))
+    #expect(session.stagedFiles() == ["twice.bin": body])
   }
 
   /// A plain v1 upload on a resumable session is what it always was: cut off, nothing stays.

@@ -62,6 +62,25 @@ struct ResumableStore: Sendable {
     if mkdir(folder, 0o700) != 0, errno != EEXIST { throw SystemError(call: "mkdir", code: errno) }
   }
 
+  /// Takes the store's lock (`flock` on `.lock` in the folder) for as long as the result lives,
+  /// so that a second server on the same staging root cannot remove or rewrite this one's
+  /// files. Returns `nil` when another holds it.
+  func lock() throws(SystemError) -> StoreLock? {
+    let fd = open(folder + "/" + Self.lockName, O_CREAT | O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0o600)
+    guard fd >= 0 else { throw SystemError(call: "open", code: errno) }
+    guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+      let code = errno
+      close(fd)
+      if code == EWOULDBLOCK { return nil }
+      throw SystemError(call: "flock", code: code)
+    }
+    return StoreLock(fd: fd)
+  }
+
+  /// The lock file's name; it stays in the folder (removing it would let a second server lock
+  /// a new file while the first still holds the old one).
+  static let lockName = ".lock"
+
   func partialPath(_ id: UploadID) -> String { folder + "/" + id.value + ".partial" }
   private func recordPath(_ id: UploadID) -> String { folder + "/" + id.value + ".record" }
 
@@ -75,8 +94,10 @@ struct ResumableStore: Sendable {
     do throws(SystemError) {
       try write(record, to: recordPath(id), durably: false)
     } catch {
+      // The partial file was cut to nothing: an earlier upload of this id is gone, and its
+      // record must go too, first, or it would read as stored (`remove`).
       close(fd)
-      unlink(partialPath(id))
+      remove(id)
       throw error
     }
     return fd
@@ -150,12 +171,35 @@ struct ResumableStore: Sendable {
     unlink(recordPath(id))
   }
 
+  /// Sets the record's modification time to now: the upload was stored, and `recover` counts a
+  /// stored upload's lifetime from the later of this and `updated`. Not flushed: a power cut
+  /// may lose it, which only shortens how long the upload is remembered.
+  func markStored(_ id: UploadID) {
+    _ = utimensat(AT_FDCWD, recordPath(id), nil, 0)
+  }
+
   /// Forgets an upload: its record, then its partial file (unless already renamed into place).
   /// In that order, so that a crash in between never leaves a record without its partial file,
   /// which would read as a stored upload.
   func remove(_ id: UploadID) {
     unlink(recordPath(id))
     unlink(partialPath(id))
+  }
+
+  /// What a cancelled session removes from a store that outlives it: every paused upload (a
+  /// record with its partial file) and the stored uploads of `storedHere` (their files went
+  /// with the session folder), and not the stored uploads of earlier sessions, whose files were
+  /// handed over. Records first, then partial files, so that a crash part-way never leaves a
+  /// record alone for a file that is gone. The folder and its lock stay.
+  func removeForCancel(storedHere: Set<UploadID>) {
+    let names = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
+    let partials = Set(names.filter { $0.hasSuffix(".partial") }.map { $0.dropLast(8) })
+    for name in names where name.hasSuffix(".record") {
+      let stem = name.dropLast(".record".count)
+      let here = (try? UploadID(validating: stem)).map { storedHere.contains($0) } ?? false
+      if partials.contains(stem) || here { unlink(folder + "/" + name) }
+    }
+    for name in names where name.hasSuffix(".partial") { unlink(folder + "/" + name) }
   }
 
   /// Removes the store and everything in it (a cancelled session). Every record goes first, so
@@ -189,10 +233,35 @@ struct ResumableStore: Sendable {
         unlink(folder + "/" + name)
         continue
       }
-      guard let data = FileManager.default.contents(atPath: recordPath(id)),
-        let record = try? JSONDecoder().decode(Record.self, from: data),
-        now - record.updated < lifetime, let found = recover(id, record)
-      else {
+      let read = readRecord(id)
+      if case .failure(let failure) = read {
+        // Unreadable for now (out of descriptors, say): kept, with its partial file, for a
+        // later start. Gone meanwhile: its partial file, if any, is an orphan.
+        if failure.code != ENOENT { known.insert(id.value) }
+        continue
+      }
+      guard case .success(let (data, modified)) = read else { continue }
+      guard var record = try? JSONDecoder().decode(Record.self, from: Data(data)) else {
+        remove(id)
+        continue
+      }
+      let found: Record
+      switch recover(id, record) {
+      case .stored:
+        // Remembered from when it was stored (`markStored`), if that is later.
+        record.updated = max(record.updated, modified)
+        record.stored = true
+        record.offset = record.length
+        found = record
+      case .paused(let paused): found = paused
+      case .unreadable:
+        known.insert(id.value)
+        continue
+      case .forget:
+        remove(id)
+        continue
+      }
+      guard now - found.updated < lifetime else {
         remove(id)
         continue
       }
@@ -205,7 +274,7 @@ struct ResumableStore: Sendable {
     }
     stored.sort { $0.1.updated > $1.1.updated }
     for (id, _) in stored.dropFirst(max(0, storedLimit)) { removeRecord(id) }
-    for name in names where !name.hasSuffix(".record") {
+    for name in names where !name.hasSuffix(".record") && name != Self.lockName {
       // Partial files without a record (the record was never written, or lost with a power
       // cut), and the hidden temporary file of a replacement a crash cut short (`keep`).
       let orphan = name.hasSuffix(".partial") && !known.contains(String(name.dropLast(8)))
@@ -214,21 +283,50 @@ struct ResumableStore: Sendable {
     return paused + stored.prefix(max(0, storedLimit))
   }
 
-  /// One record at start: stored (its partial file gone), paused with the offset it can go on
-  /// from, or `nil` when it must be forgotten.
-  private func recover(_ id: UploadID, _ record: Record) -> Record? {
+  /// What `recover` makes of one record's partial file.
+  private enum Recovered {
+    /// Gone: renamed into a session folder.
+    case stored
+    /// Paused, with the offset it can go on from.
+    case paused(Record)
+    /// There but not openable now (out of descriptors, a permission): left alone.
+    case unreadable
+    /// To be forgotten (an empty upload, a file that can't be examined).
+    case forget
+  }
+
+  /// A record's bytes and its modification time, or the `errno` of a failed `open`.
+  private func readRecord(_ id: UploadID) -> Result<([UInt8], Double), SystemError> {
+    let fd = open(recordPath(id), O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return .failure(SystemError(call: "open", code: errno)) }
+    defer { close(fd) }
+    var info = stat()
+    guard fstat(fd, &info) == 0 else { return .failure(SystemError(call: "fstat", code: errno)) }
+    var bytes = [UInt8](repeating: 0, count: max(0, Int(info.st_size)))
+    var filled = 0
+    while filled < bytes.count {
+      let count = bytes.withUnsafeMutableBytes { raw in
+        read(fd, raw.baseAddress! + filled, raw.count - filled)
+      }
+      if count < 0, errno == EINTR { continue }
+      guard count > 0 else { break }
+      filled += count
+    }
+    let modified = Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9
+    return .success((Array(bytes[..<filled]), modified))
+  }
+
+  /// One record at start, from its partial file (see `Recovered`).
+  private func recover(_ id: UploadID, _ record: Record) -> Recovered {
     var record = record
     let fd = open(partialPath(id), O_RDWR | O_NOFOLLOW | O_CLOEXEC)
     guard fd >= 0 else {
-      // Renamed into a session folder: stored.
-      guard errno == ENOENT else { return nil }
-      record.stored = true
-      record.offset = record.length
-      return record
+      // Only a partial file that is not there means stored; any other error may pass.
+      return errno == ENOENT ? .stored : .unreadable
     }
     defer { close(fd) }
     var info = stat()
-    guard fstat(fd, &info) == 0, record.length > 0 else { return nil }
+    guard fstat(fd, &info) == 0, record.length > 0 else { return .forget }
     let boot = Self.bootID
     if !boot.isEmpty, record.boot == boot, fdatasync(fd) == 0 {
       record.offset = Self.pausedOffset(size: Int(info.st_size), length: record.length)
@@ -237,7 +335,7 @@ struct ResumableStore: Sendable {
         size: min(record.offset, Int(info.st_size)), length: record.length)
       _ = ftruncate(fd, off_t(record.offset))
     }
-    return record
+    return .paused(record)
   }
 
   /// The kernel's id for this boot: equal for two processes unless the machine restarted.
@@ -262,4 +360,13 @@ struct ResumableStore: Sendable {
     }
     try written.get()
   }
+}
+
+/// The store's lock (`ResumableStore.lock()`), released when this is deinitialized.
+final class StoreLock: Sendable {
+  private let fd: Int32
+
+  init(fd: Int32) { self.fd = fd }
+
+  deinit { close(fd) }
 }

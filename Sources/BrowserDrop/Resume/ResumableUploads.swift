@@ -8,8 +8,11 @@ public struct ResumableUploads: Sendable, Hashable {
     case session
     /// In `.browserdrop-resumable/` in the staging root, outliving the session and the process: the next
     /// session on the same staging root (a kiosk's next batch, or the same command started
-    /// again after a crash) continues them. Only one server may use a staging root this way at a
-    /// time (the `browserdrop` command holds a lock on it).
+    /// again after a crash) continues them. One server at a time uses a staging root this way:
+    /// `start()` takes a lock on the folder (`flock` on its `.lock`) until `finish()` or
+    /// `cancel()`, and fails with `BrowserDropError.stagingUnavailable` naming the folder when
+    /// another server holds it. `cancel()` removes the paused uploads and the records of what
+    /// its session stored, not those of files earlier sessions handed over.
     case stagingRoot
   }
 

@@ -42,7 +42,9 @@ extension BrowserDropServer {
     // The resumable store, and what an earlier session or process left in it to be resumed.
     let recovered: [(UploadID, ResumableStore.Record)]
     do throws(BrowserDropError) {
-      recovered = try await prepareResumableStore()
+      let prepared = try await prepareResumableStore()
+      recovered = prepared.0
+      storeLock = prepared.1
     } catch {
       close(sessionFD)
       await BlockingPool.shared.run { staging.removeAll() }
@@ -51,6 +53,7 @@ extension BrowserDropServer {
     /// Undoes what was made when the start fails or the session ended meanwhile.
     func undo(_ error: BrowserDropError) async -> BrowserDropError {
       close(sessionFD)
+      storeLock = nil
       await BlockingPool.shared.run { staging.removeAll() }
       return error
     }
@@ -79,22 +82,29 @@ extension BrowserDropServer {
   }
 
   /// Creates the resumable store when uploads are resumable, and reads what it holds when it
-  /// outlives sessions.
-  private func prepareResumableStore() async throws(BrowserDropError) -> [(
-    UploadID, ResumableStore.Record
-  )] {
+  /// outlives sessions, holding its lock (then returned) so no other server uses it meanwhile.
+  private func prepareResumableStore() async throws(BrowserDropError) -> (
+    [(UploadID, ResumableStore.Record)], StoreLock?
+  ) {
     guard let store = resumableStore, let settings = configuration.resumableUploads else {
-      return []
+      return ([], nil)
     }
     return try await BlockingPool.shared.run {
-      () throws(BrowserDropError) -> [(UploadID, ResumableStore.Record)] in
+      () throws(BrowserDropError) -> ([(UploadID, ResumableStore.Record)], StoreLock?) in
+      let lock: StoreLock?
       do throws(SystemError) {
         try store.prepare()
+        guard settings.scope == .stagingRoot else { return ([], nil) }
+        lock = try store.lock()
       } catch {
         throw .stagingUnavailable(path: store.folder, reason: error.reason)
       }
-      return settings.scope == .stagingRoot
-        ? store.recover(expiresAfter: settings.expiresAfter) : []
+      guard let lock else {
+        throw .stagingUnavailable(
+          path: store.folder,
+          reason: "another server is using it for resumable uploads (it holds its lock)")
+      }
+      return (store.recover(expiresAfter: settings.expiresAfter), lock)
     }
   }
 

@@ -1,3 +1,4 @@
+import BrowserDropSystem
 import FoundationEssentials
 import Glibc
 
@@ -11,6 +12,8 @@ extension BrowserDropServer {
     of id: UploadID, path: UploadPath
   ) async -> Result<(offset: Int, length: Int), Refusal> {
     expirePaused()
+    // An expired upload's files are gone once HEAD says it is unknown.
+    await storeSettled(id)
     while true {
       switch resumeTable.standing(id, path: path) {
       case .unknown: return .failure(Refusal(.unknownUpload))
@@ -31,11 +34,17 @@ extension BrowserDropServer {
     guard let store = resumableStore else {
       return admit(request.path, size: request.size, freeBytes: freeBytes)
     }
+    // Files of the id that the store is still removing go first: a new upload never meets them.
+    switch request.resumable {
+    case .start(let id), .resume(let id, _): await storeSettled(id)
+    case .probe, nil: break
+    }
     switch request.resumable {
     case .start(let id):
+      // A request holding it stops first; it may store the file while this one waits.
+      while resumeTable.hold(of: id) != nil { await takeOver(id) }
       // Stored already (its 201 lost, perhaps with the process that stored it): not again.
       if let refusal = resumeTable.checkStart(id, path: request.path) { return .refused(refusal) }
-      if resumeTable.hold(of: id) != nil { await takeOver(id) }
       let decision = admit(
         request.path, size: request.size, freeBytes: freeBytes,
         alsoPending: resumeTable.pausedRemaining(excluding: id))
@@ -102,27 +111,69 @@ extension BrowserDropServer {
 
   /// Forgets the paused uploads whose time is up: their files go, and one this session started
   /// ends with `.uploadFailed(…, .timedOut)`. Stored uploads whose time is up are forgotten
-  /// too (their records go).
+  /// too (their records go). The files go on the blocking pool (`onStore`).
   func expirePaused() {
-    guard let store = resumableStore else { return }
-    for (id, entry) in resumeTable.expire(now: clock.now) {
-      store.remove(id)
+    guard resumableStore != nil else { return }
+    let paused = resumeTable.expire(now: clock.now)
+    for (_, entry) in paused {
       if let upload = entry.upload { eventSink.yield(.uploadFailed(upload, .timedOut)) }
     }
-    for id in resumeTable.expireCompleted(now: clock.now) { store.removeRecord(id) }
+    let completed = resumeTable.expireCompleted(now: clock.now)
+    for id in completed { storedHere.remove(id) }
+    guard !paused.isEmpty || !completed.isEmpty else { return }
+    let ids = paused.map(\.0)
+    onStore(ids + completed) { store in
+      for id in ids { store.remove(id) }
+      for id in completed { store.removeRecord(id) }
+    }
+  }
+
+  /// Runs `job`, which touches the files of `ids`, on the store, on the blocking pool (the actor
+  /// runs on the event loop's thread, which must not wait for the disk), after the jobs given
+  /// before it: one at a time, in order.
+  func onStore(_ ids: [UploadID], _ job: @escaping @Sendable (ResumableStore) -> Void) {
+    guard let store = resumableStore else { return }
+    let previous = storeWork
+    for id in ids { pendingStoreIDs[id, default: 0] += 1 }
+    storeWork = Task {
+      await previous?.value
+      await BlockingPool.shared.run { job(store) }
+      for id in ids {
+        self.pendingStoreIDs[id, default: 1] -= 1
+        if self.pendingStoreIDs[id] == 0 { self.pendingStoreIDs[id] = nil }
+      }
+    }
+  }
+
+  /// Returns once every job given to `onStore` so far has run.
+  func storeSettled() async {
+    if let work = storeWork { await work.value }
+  }
+
+  /// Returns once the jobs given to `onStore` for `id` have run (the jobs before them too).
+  func storeSettled(_ id: UploadID) async {
+    if pendingStoreIDs[id] != nil, let work = storeWork { await work.value }
   }
 
   /// The resumable upload `resumable` was stored (its file renamed into the session folder):
   /// remembered as complete until it expires. With the `.stagingRoot` scope its record stays
   /// on the disk, without its partial file, which is what says "stored" (`ResumableStore`), so
   /// a client that lost the 201 learns from `HEAD` that it arrived, after a restart as well.
+  ///
+  /// Its record is marked with the time it was stored (`ResumableStore.markStored`), so a later
+  /// session remembers it for `expiresAfter` from now, not from when its upload began.
   func completeResumable(_ resumable: ResumableTicket) {
     let lifetime = configuration.resumableUploads?.expiresAfter ?? .zero
-    if !resumable.store.remembersStored { resumable.store.removeRecord(resumable.id) }
-    if let forgotten = resumeTable.complete(resumable.id, expiresAt: clock.now + lifetime) {
-      resumable.store.removeRecord(forgotten)
+    let id = resumable.id
+    let remembers = resumable.store.remembersStored
+    let forgotten = resumeTable.complete(id, expiresAt: clock.now + lifetime)
+    if remembers { storedHere.insert(id) }
+    if let forgotten { storedHere.remove(forgotten) }
+    onStore([id] + (forgotten.map { [$0] } ?? [])) { store in
+      if remembers { store.markStored(id) } else { store.removeRecord(id) }
+      if let forgotten { store.removeRecord(forgotten) }
     }
-    holdEnded(resumable.id)
+    holdEnded(id)
     ResumeCrashPoint.reach(.stored)
   }
 
@@ -144,10 +195,20 @@ extension BrowserDropServer {
   func adoptRecovered(_ recovered: [(UploadID, ResumableStore.Record)]) {
     guard let lifetime = configuration.resumableUploads?.expiresAfter else { return }
     let now = Date().timeIntervalSince1970
+    var invalid: [UploadID] = []
+    var forgottenIDs: [UploadID] = []
+    defer {
+      if !invalid.isEmpty || !forgottenIDs.isEmpty {
+        onStore(invalid + forgottenIDs) { [invalid, forgottenIDs] store in
+          for id in invalid { store.remove(id) }
+          for id in forgottenIDs { store.removeRecord(id) }
+        }
+      }
+    }
     // Oldest first: stored ones are remembered in the order they expire.
     for (id, record) in recovered.sorted(by: { $0.1.updated < $1.1.updated }) {
       guard let path = try? UploadPath(validating: record.path) else {
-        resumableStore?.remove(id)
+        invalid.append(id)
         continue
       }
       let age = Duration.milliseconds(Int64(max(0, now - record.updated) * 1000))
@@ -156,7 +217,7 @@ extension BrowserDropServer {
         if let forgotten = resumeTable.recoveredComplete(
           id, path: path, length: record.length, expiresAt: expiresAt)
         {
-          resumableStore?.removeRecord(forgotten)
+          forgottenIDs.append(forgotten)
         }
       } else {
         resumeTable.recovered(

@@ -36,6 +36,15 @@ public actor BrowserDropServer {
   let resumableStore: ResumableStore?
   /// The resumable uploads this server knows, paused or arriving (`ResumeTable.swift`).
   var resumeTable = ResumeTable()
+  /// The lock on the staging root's store while the session lasts (`ResumableStore.lock()`).
+  var storeLock: StoreLock?
+  /// Uploads this session stored and the store remembers (the `.stagingRoot` scope): the
+  /// records `cancel()` removes, with their files.
+  var storedHere: Set<UploadID> = []
+  /// The newest of the store's jobs on the blocking pool (`onStore`), and the ids whose files
+  /// jobs not yet finished touch (how many jobs each).
+  var storeWork: Task<Void, Never>?
+  var pendingStoreIDs: [UploadID: Int] = [:]
   /// Requests waiting for another request's hold on an upload to end (lock preemption).
   var holdWaiters: [UploadID: [CheckedContinuation<Void, Never>]] = [:]
   /// `Configuration.localName` through Avahi (`Discovery/`).
@@ -192,11 +201,13 @@ public actor BrowserDropServer {
   public func finish() async throws -> URL? {
     if case .ended = state { throw BrowserDropError.sessionEnded }
     await end()
+    await storeSettled()
     let staging = self.staging
     let empty = index.files.isEmpty
     await BlockingPool.shared.run {
       if empty { staging.removeAll() } else { staging.removeIncoming() }
     }
+    storeLock = nil
     return empty ? nil : staging.session
   }
 
@@ -204,13 +215,25 @@ public actor BrowserDropServer {
   public func cancel() async {
     if case .ended = state { return }
     await end()
+    await storeSettled()
     let staging = self.staging
     let store = resumableStore
+    let storedHere = self.storedHere
     await BlockingPool.shared.run {
+      // Records, then partial files, then the session folder: a crash part-way never leaves a
+      // record alone for a file that is gone. Paused uploads go, kept for later sessions too;
+      // stored uploads of earlier sessions stay (their files were handed over).
+      if let store {
+        if store.remembersStored {
+          store.removeForCancel(storedHere: storedHere)
+        } else {
+          store.removeAll()
+        }
+      }
       staging.removeAll()
-      // Cancelling drops everything, paused uploads kept for later sessions too.
-      store?.removeAll()
     }
+    self.storedHere = []
+    storeLock = nil
     index = SessionIndex(caseInsensitive: index.caseInsensitive)
   }
 
