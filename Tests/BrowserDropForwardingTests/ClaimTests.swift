@@ -48,6 +48,50 @@ struct ClaimTests {
     }
   }
 
+  /// One claim child serves the whole delivery: the same `bd-smb-claim` child of this process
+  /// is there right after every claim (a child per claim would have been reaped after each),
+  /// and it is gone (ended and reaped) once the delivery returns.
+  @Test func oneChildServesTheWholeDelivery() async throws {
+    let server = try TestSMBServer.fromEnvironment()
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    var files: [String: Data] = [:]
+    for index in 0..<20 { files["g\(index).txt"] = Data("claim \(index)".utf8) }
+    let name = uniqueName("one-child")
+    let source = try scratch.folder(name, files)
+    let seen = ClaimChildren()
+    var forwarder = Forwarder()
+    forwarder.afterClaim = { await seen.note(Self.claimChildren()) }
+    let report = try await forwarder.forward(
+      folder: source, to: try server.destination("guest", name))
+    #expect(report.files.count == files.count)
+    #expect(try contents(of: server.directory("guest/\(name)")) == files)
+    let (claims, throughout) = await seen.summary()
+    #expect(claims == files.count)
+    #expect(!throughout.isEmpty, "no claim child lived through every claim")
+    for pid in throughout { #expect(!Self.isClaimChild(pid), "claim child \(pid) still runs") }
+  }
+
+  /// The `bd-smb-claim` children of this process right now.
+  static func claimChildren() -> Set<String> {
+    var found: Set<String> = []
+    let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+    for task in tasks {
+      let list =
+        (try? String(contentsOfFile: "/proc/self/task/\(task)/children", encoding: .utf8)) ?? ""
+      for child in list.split(separator: " ") where isClaimChild(String(child)) {
+        found.insert(String(child))
+      }
+    }
+    return found
+  }
+
+  /// Whether process `pid` exists and is a claim child.
+  static func isClaimChild(_ pid: String) -> Bool {
+    ((try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8)) ?? "")
+      .hasPrefix("bd-smb-claim")
+  }
+
   /// User and system CPU seconds of this process and its reaped children.
   static func cpuOfThisProcess() throws -> Double {
     var own = rusage()
@@ -80,4 +124,18 @@ struct ClaimTests {
     }
     return total / Double(sysconf(Int32(_SC_CLK_TCK)))
   }
+}
+
+/// The claim children seen right after each claim of one delivery.
+private actor ClaimChildren {
+  private var claims = 0
+  private var common: Set<String>?
+
+  func note(_ children: Set<String>) {
+    claims += 1
+    common = common.map { $0.intersection(children) } ?? children
+  }
+
+  /// How many claims there were, and the children present at every one of them.
+  func summary() -> (Int, Set<String>) { (claims, common ?? []) }
 }
