@@ -437,6 +437,7 @@ static int claimer_claim(SMBCCTX *context, const char *url, int record, const ch
   /* Created: the record comes before anything else that could fail or wait. */
   int result = claim_record(record, line, length);
   smbc.getFunctionClose(context)(context, file); /* an empty file: a failed close loses nothing */
+  /* Not recorded: this child just created it, so it is the one file it may remove. */
   if (result != 0) smbc.getFunctionUnlink(context)(context, url);
   return result;
 }
@@ -444,6 +445,8 @@ static int claimer_claim(SMBCCTX *context, const char *url, int record, const ch
 /* The claim child's loop: one request at a time until the socket's end of file. */
 static int claimer_main(const struct cbd_smbc_claimer *job) {
   prctl(PR_SET_NAME, "bd-smb-claim");
+  /* A stop of the service (SIGTERM to the whole group) must not come between a create and its
+     record either; the alarm bounds the child instead. */
   const int stoppers[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
   child_signals(stoppers, 4, SIG_IGN);
   struct sigaction action;
@@ -462,7 +465,7 @@ static int claimer_main(const struct cbd_smbc_claimer *job) {
   char *url = NULL;
   char *line = NULL;
   for (;;) {
-    /* Idle or claiming, the child never goes longer than the bound without a request. */
+    /* Waiting is bounded too: a parent that keeps its end open and asks nothing. */
     alarm(job->bound_seconds);
     uint32_t header[2];
     int got = claimer_read(peer, header, sizeof header);
@@ -481,6 +484,7 @@ static int claimer_main(const struct cbd_smbc_claimer *job) {
     /* A request cut short means the parent died while sending it: nothing was asked. */
     if (claimer_read(peer, url, header[0]) != 1 || claimer_read(peer, line, header[1]) != 1) break;
     url[header[0]] = 0;
+    alarm(job->bound_seconds); /* the claim gets the whole bound, however long the wait was */
     int32_t answer = claimer_claim(context, url, record, line, header[1]);
     free(url);
     free(line);

@@ -61,12 +61,16 @@ struct ClaimTests {
     let source = try scratch.folder(name, files)
     let seen = ClaimChildren()
     var forwarder = Forwarder()
-    forwarder.afterClaim = { await seen.note(Self.claimChildren()) }
+    forwarder.afterClaim = {
+      let children = Self.claimChildren()
+      await seen.note(children, memory: children.first.map { Self.memory(of: $0) } ?? "")
+    }
     let report = try await forwarder.forward(
       folder: source, to: try server.destination("guest", name))
     #expect(report.files.count == files.count)
     #expect(try contents(of: server.directory("guest/\(name)")) == files)
-    let (claims, throughout) = await seen.summary()
+    let (claims, throughout, memory) = await seen.summary()
+    print("claim child after the last claim: \(memory)")
     #expect(claims == files.count)
     #expect(!throughout.isEmpty, "no claim child lived through every claim")
     for pid in throughout { #expect(!Self.isClaimChild(pid), "claim child \(pid) still runs") }
@@ -84,6 +88,15 @@ struct ClaimTests {
       }
     }
     return found
+  }
+
+  /// Process `pid`'s resident and private memory (/proc/PID/smaps_rollup), as one line.
+  static func memory(of pid: String) -> String {
+    let rollup = (try? String(contentsOfFile: "/proc/\(pid)/smaps_rollup", encoding: .utf8)) ?? ""
+    return rollup.split(separator: "\n").filter {
+      $0.hasPrefix("Rss:") || $0.hasPrefix("Pss:") || $0.hasPrefix("Private_")
+    }.map { $0.split(separator: " ", omittingEmptySubsequences: true).joined(separator: " ") }
+      .joined(separator: ", ")
   }
 
   /// Whether process `pid` exists and is a claim child.
@@ -130,12 +143,15 @@ struct ClaimTests {
 private actor ClaimChildren {
   private var claims = 0
   private var common: Set<String>?
+  private var memory = ""
 
-  func note(_ children: Set<String>) {
+  func note(_ children: Set<String>, memory: String) {
     claims += 1
     common = common.map { $0.intersection(children) } ?? children
+    self.memory = memory
   }
 
-  /// How many claims there were, and the children present at every one of them.
-  func summary() -> (Int, Set<String>) { (claims, common ?? []) }
+  /// How many claims there were, the children present at every one of them, and the memory
+  /// of one of them at the last claim.
+  func summary() -> (Int, Set<String>, String) { (claims, common ?? [], memory) }
 }
