@@ -76,6 +76,45 @@ struct ClaimTests {
     for pid in throughout { #expect(!Self.isClaimChild(pid), "claim child \(pid) still runs") }
   }
 
+  /// A claim child that dies between two claims (here `SIGKILL`ed right after the first claim
+  /// and its record) is replaced at the next claim: every file still arrives once with its own
+  /// bytes, nothing else is there, and the later claims went through another child.
+  @Test func aDeadChildIsReplaced() async throws {
+    let server = try TestSMBServer.fromEnvironment()
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    var files: [String: Data] = [:]
+    for index in 0..<6 { files["h\(index).txt"] = Data("replaced \(index)".utf8) }
+    let name = uniqueName("replaced")
+    let source = try scratch.folder(name, files)
+    let seen = ClaimChildren()
+    var forwarder = Forwarder()
+    forwarder.afterClaim = {
+      let children = Self.claimChildren()
+      let first = await seen.note(children, memory: "")
+      guard first, let child = children.first, let pid = Int32(child) else { return }
+      kill(pid, SIGKILL)
+      // Bounded: a SIGKILLed child is gone at once (a zombie until it is reaped).
+      for _ in 0..<2000 where Self.isRunning(child) { try? await Task.sleep(for: .milliseconds(1)) }
+    }
+    let report = try await forwarder.forward(
+      folder: source, to: try server.destination("guest", name))
+    #expect(report.files.count == files.count)
+    #expect(try contents(of: server.directory("guest/\(name)")) == files)
+    let (claims, throughout, _) = await seen.summary()
+    #expect(claims == files.count)
+    #expect(throughout.isEmpty, "the killed child can't have seen the later claims")
+    #expect(await seen.distinct() >= 2)
+  }
+
+  /// Whether process `pid` runs (not a zombie).
+  static func isRunning(_ pid: String) -> Bool {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+      let end = stat.range(of: ")", options: .backwards)
+    else { return false }
+    return !stat[end.upperBound...].hasPrefix(" Z")
+  }
+
   /// The `bd-smb-claim` children of this process right now.
   static func claimChildren() -> Set<String> {
     var found: Set<String> = []
@@ -144,12 +183,20 @@ private actor ClaimChildren {
   private var claims = 0
   private var common: Set<String>?
   private var memory = ""
+  private var all: Set<String> = []
 
-  func note(_ children: Set<String>, memory: String) {
+  /// Notes the children seen after one claim; true for the first claim.
+  @discardableResult
+  func note(_ children: Set<String>, memory: String) -> Bool {
     claims += 1
     common = common.map { $0.intersection(children) } ?? children
+    all.formUnion(children)
     self.memory = memory
+    return claims == 1
   }
+
+  /// How many different children were seen.
+  func distinct() -> Int { all.count }
 
   /// How many claims there were, the children present at every one of them, and the memory
   /// of one of them at the last claim.
