@@ -52,26 +52,13 @@ struct ClaimTests {
   /// is there right after every claim (a child per claim would have been reaped after each),
   /// and it is gone (ended and reaped) once the delivery returns.
   @Test func oneChildServesTheWholeDelivery() async throws {
-    let server = try TestSMBServer.fromEnvironment()
-    let scratch = try Scratch()
-    defer { scratch.remove() }
-    var files: [String: Data] = [:]
-    for index in 0..<20 { files["g\(index).txt"] = Data("claim \(index)".utf8) }
-    let name = uniqueName("one-child")
-    let source = try scratch.folder(name, files)
-    let seen = ClaimChildren()
-    var forwarder = Forwarder()
-    forwarder.afterClaim = {
+    let seen = try await Self.deliver(20, named: "one-child") { seen in
       let children = Self.claimChildren()
       await seen.note(children, memory: children.first.map { Self.memory(of: $0) } ?? "")
     }
-    let report = try await forwarder.forward(
-      folder: source, to: try server.destination("guest", name))
-    #expect(report.files.count == files.count)
-    #expect(try contents(of: server.directory("guest/\(name)")) == files)
     let (claims, throughout, memory) = await seen.summary()
     print("claim child after the last claim: \(memory)")
-    #expect(claims == files.count)
+    #expect(claims == 20)
     #expect(!throughout.isEmpty, "no claim child lived through every claim")
     for pid in throughout { #expect(!Self.isClaimChild(pid), "claim child \(pid) still runs") }
   }
@@ -80,16 +67,7 @@ struct ClaimTests {
   /// and its record) is replaced at the next claim: every file still arrives once with its own
   /// bytes, nothing else is there, and the later claims went through another child.
   @Test func aDeadChildIsReplaced() async throws {
-    let server = try TestSMBServer.fromEnvironment()
-    let scratch = try Scratch()
-    defer { scratch.remove() }
-    var files: [String: Data] = [:]
-    for index in 0..<6 { files["h\(index).txt"] = Data("replaced \(index)".utf8) }
-    let name = uniqueName("replaced")
-    let source = try scratch.folder(name, files)
-    let seen = ClaimChildren()
-    var forwarder = Forwarder()
-    forwarder.afterClaim = {
+    let seen = try await Self.deliver(6, named: "replaced") { seen in
       let children = Self.claimChildren()
       let first = await seen.note(children, memory: "")
       guard first, let child = children.first, let pid = Int32(child) else { return }
@@ -97,14 +75,33 @@ struct ClaimTests {
       // Bounded: a SIGKILLed child is gone at once (a zombie until it is reaped).
       for _ in 0..<2000 where Self.isRunning(child) { try? await Task.sleep(for: .milliseconds(1)) }
     }
-    let report = try await forwarder.forward(
-      folder: source, to: try server.destination("guest", name))
-    #expect(report.files.count == files.count)
-    #expect(try contents(of: server.directory("guest/\(name)")) == files)
     let (claims, throughout, _) = await seen.summary()
-    #expect(claims == files.count)
+    #expect(claims == 6)
     #expect(throughout.isEmpty, "the killed child can't have seen the later claims")
     #expect(await seen.distinct() >= 2)
+  }
+
+  /// Forwards `count` small files to a new folder of the smbd, running `afterClaim` after each
+  /// claim, and checks that each arrived once with its own bytes and nothing else is there.
+  private static func deliver(
+    _ count: Int, named prefix: String,
+    afterClaim: @escaping @Sendable (ClaimChildren) async -> Void
+  ) async throws -> ClaimChildren {
+    let server = try TestSMBServer.fromEnvironment()
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    var files: [String: Data] = [:]
+    for index in 0..<count { files["\(prefix)-\(index).txt"] = Data("claim \(index)".utf8) }
+    let name = uniqueName(prefix)
+    let source = try scratch.folder(name, files)
+    let seen = ClaimChildren()
+    var forwarder = Forwarder()
+    forwarder.afterClaim = { await afterClaim(seen) }
+    let report = try await forwarder.forward(
+      folder: source, to: try server.destination("guest", name))
+    #expect(report.files.count == count)
+    #expect(try contents(of: server.directory("guest/\(name)")) == files)
+    return seen
   }
 
   /// Whether process `pid` runs (not a zombie).
