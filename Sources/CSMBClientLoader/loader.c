@@ -4,6 +4,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -246,22 +248,28 @@ static void child_signals(const int *stoppers, size_t count, void (*stop_action)
   pthread_sigmask(SIG_SETMASK, &none, NULL);
 }
 
-/* Keeps only `keep` (as fd 3) and /dev/null on 0-2: a copy of the parent's listening or client
-   sockets would otherwise stay open (and a closed connection unfinished) until the child exits,
-   and nothing the library prints can reach the parent's output. Returns 3, or -errno. */
-static int child_descriptors(int keep) {
-  int kept = fcntl(keep, F_DUPFD, 3);
+/* Keeps only `keep` (as fd 3), `second` (as fd 4, unless it is -1) and /dev/null on 0-2: a
+   copy of the parent's listening or client sockets would otherwise stay open (and a closed
+   connection unfinished) until the child exits, and nothing the library prints can reach the
+   parent's output. Returns 3, or -errno. */
+static int child_descriptors(int keep, int second) {
+  int kept = fcntl(keep, F_DUPFD, 10);
   if (kept < 0) return -errno;
+  int other = second >= 0 ? fcntl(second, F_DUPFD, 10) : -1;
+  if (second >= 0 && other < 0) return -errno;
   int null = open("/dev/null", O_RDWR);
   if (null < 0) return -errno;
   for (int fd = 0; fd <= 2; fd++) {
     if (dup2(null, fd) < 0) return -errno;
   }
-  if (kept != 3) {
-    if (dup2(kept, 3) < 0) return -errno;
+  if (dup2(kept, 3) < 0) return -errno;
+  int first_closed = 4;
+  if (other >= 0) {
+    if (dup2(other, 4) < 0) return -errno;
+    first_closed = 5;
   }
-  if (close_range(4, ~0U, 0) != 0) {
-    for (int fd = 4; fd < 65536; fd++) close(fd);
+  if (close_range((unsigned)first_closed, ~0U, 0) != 0) {
+    for (int fd = first_closed; fd < 65536; fd++) close(fd);
   }
   return 3;
 }
@@ -312,7 +320,7 @@ static int child_main(const struct cbd_smbc_writer *job, pid_t parent) {
   /* SIGTERM and SIGINT always end the writer. */
   const int stoppers[] = {SIGTERM, SIGINT};
   child_signals(stoppers, 2, SIG_DFL);
-  int source = child_descriptors(job->source_fd);
+  int source = child_descriptors(job->source_fd, -1);
   if (source < 0) return child_status(-source);
 
   SMBCCTX *context = child_context(&job->login);
@@ -392,11 +400,53 @@ static int claim_record(int fd, const char *record, size_t length) {
   return 0;
 }
 
-/* Everything the claim child does; its return value is its exit status. */
-static int claim_main(const struct cbd_smbc_claim *job) {
+/* ---- One long-lived claim child per delivery (see cbd_smbc_fork_claimer in the header). ---- */
+
+/* Reads exactly `length` bytes: 1 when read, 0 at end of file before the first byte, -1 on an
+   error or an end in the middle. */
+static int claimer_read(int fd, void *buffer, size_t length) {
+  size_t done = 0;
+  while (done < length) {
+    ssize_t count = read(fd, (char *)buffer + done, length - done);
+    if (count < 0 && errno == EINTR) continue;
+    if (count < 0) return -1;
+    if (count == 0) return done == 0 ? 0 : -1;
+    done += (size_t)count;
+  }
+  return 1;
+}
+
+/* Writes all of `length` bytes to a socket, without SIGPIPE; 0 or the errno. */
+static int claimer_send(int fd, const void *buffer, size_t length) {
+  size_t done = 0;
+  while (done < length) {
+    ssize_t count = send(fd, (const char *)buffer + done, length - done, MSG_NOSIGNAL);
+    if (count < 0 && errno == EINTR) continue;
+    if (count <= 0) return count < 0 ? child_status(errno) : EIO;
+    done += (size_t)count;
+  }
+  return 0;
+}
+
+/* One claim on the child's context: the exclusive create, the record appended and flushed,
+   then the close; a record that fails removes the file just created. 0, EEXIST or the errno. */
+static int claimer_claim(SMBCCTX *context, const char *url, int record, const char *line,
+    size_t length) {
+  SMBCFILE *file = smbc.getFunctionOpen(context)(context, url, O_WRONLY | O_CREAT | O_EXCL, 0644);
+  if (file == NULL) return errno == EEXIST || errno == EISDIR ? EEXIST : child_status(errno);
+  /* Created: the record comes before anything else that could fail or wait. */
+  int result = claim_record(record, line, length);
+  smbc.getFunctionClose(context)(context, file); /* an empty file: a failed close loses nothing */
+  /* Not recorded: this child just created it, so it is the one file it may remove. */
+  if (result != 0) smbc.getFunctionUnlink(context)(context, url);
+  return result;
+}
+
+/* The claim child's loop: one request at a time until the socket's end of file. */
+static int claimer_main(const struct cbd_smbc_claimer *job) {
   prctl(PR_SET_NAME, "bd-smb-claim");
-  /* A stop of the service (SIGTERM to the whole group) must not come between the create and
-     its record either; the alarm bounds the child instead. */
+  /* A stop of the service (SIGTERM to the whole group) must not come between a create and its
+     record either; the alarm bounds the child instead. */
   const int stoppers[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
   child_signals(stoppers, 4, SIG_IGN);
   struct sigaction action;
@@ -405,34 +455,83 @@ static int claim_main(const struct cbd_smbc_claim *job) {
   action.sa_handler = SIG_DFL; /* even where the host ignores it: the alarm must end the child */
   sigaction(SIGALRM, &action, NULL);
   alarm(job->bound_seconds);
-  int record = child_descriptors(job->record_fd);
+  int record = child_descriptors(job->record_fd, job->socket_fd);
   if (record < 0) return child_status(-record);
+  const int peer = 4;
 
   SMBCCTX *context = child_context(&job->login);
   if (context == NULL) return child_status(errno);
-  SMBCFILE *file =
-      smbc.getFunctionOpen(context)(context, job->login.url, O_WRONLY | O_CREAT | O_EXCL, 0644);
-  child_signed_in();
-  if (file == NULL) {
-    int code = errno == EEXIST || errno == EISDIR ? EEXIST : child_status(errno);
-    smbc.free_context(context, 1);
-    return code;
+  int result = 0;
+  char *url = NULL;
+  char *line = NULL;
+  for (;;) {
+    /* Waiting is bounded too: a parent that keeps its end open and asks nothing. */
+    alarm(job->bound_seconds);
+    uint32_t header[2];
+    int got = claimer_read(peer, header, sizeof header);
+    if (got == 0) break; /* the parent closed its end, or is gone */
+    if (got < 0 || header[0] == 0 || header[0] > CBD_CLAIM_MAX_FIELD ||
+        header[1] > CBD_CLAIM_MAX_FIELD) {
+      result = EPROTO;
+      break;
+    }
+    url = malloc((size_t)header[0] + 1);
+    line = malloc((size_t)header[1] + 1);
+    if (url == NULL || line == NULL) {
+      result = ENOMEM;
+      break;
+    }
+    /* A request cut short means the parent died while sending it: nothing was asked. */
+    if (claimer_read(peer, url, header[0]) != 1 || claimer_read(peer, line, header[1]) != 1) break;
+    url[header[0]] = 0;
+    alarm(job->bound_seconds); /* the claim gets the whole bound, however long the wait was */
+    int32_t answer = claimer_claim(context, url, record, line, header[1]);
+    free(url);
+    free(line);
+    url = line = NULL;
+    /* A parent that is gone gets no answer (EPIPE); the next read sees its end of file. */
+    claimer_send(peer, &answer, sizeof answer);
   }
-  /* Created: the record comes before anything else that could fail or wait. */
-  int result = claim_record(record, job->record, job->record_length);
-  smbc.getFunctionClose(context)(context, file); /* an empty file: a failed close loses nothing */
-  if (result != 0) {
-    /* Not recorded: this child just created it, so it is the one file it may remove. */
-    smbc.getFunctionUnlink(context)(context, job->login.url);
-  }
+  free(url);
+  free(line);
+  explicit_bzero(child_password, sizeof child_password);
   smbc.free_context(context, 1);
   return result;
 }
 
-pid_t cbd_smbc_fork_claim(const struct cbd_smbc_claim *job) {
+pid_t cbd_smbc_fork_claimer(const struct cbd_smbc_claimer *job) {
   pid_t child = fork();
   if (child != 0) return child;
-  _exit(claim_main(job));
+  _exit(claimer_main(job));
+}
+
+int cbd_claimer_send(int socket, const char *url, const char *record, size_t record_length) {
+  size_t url_length = strlen(url);
+  if (url_length == 0 || url_length > CBD_CLAIM_MAX_FIELD || record_length > CBD_CLAIM_MAX_FIELD) {
+    return EINVAL;
+  }
+  uint32_t header[2] = {(uint32_t)url_length, (uint32_t)record_length};
+  int result = claimer_send(socket, header, sizeof header);
+  if (result == 0) result = claimer_send(socket, url, url_length);
+  if (result == 0) result = claimer_send(socket, record, record_length);
+  return result;
+}
+
+int cbd_claimer_receive(int socket) {
+  int32_t answer = 0;
+  if (claimer_read(socket, &answer, sizeof answer) != 1) return -1;
+  return answer;
+}
+
+int cbd_claimer_alive(int socket) {
+  struct pollfd peer = {.fd = socket, .events = POLLIN};
+  for (;;) {
+    int ready = poll(&peer, 1, 0);
+    if (ready < 0 && errno == EINTR) continue;
+    /* The child never speaks unasked: anything to read (its end of file) or a hang-up means
+       it is gone. */
+    return ready == 0;
+  }
 }
 
 int cbd_child_wait_exited(pid_t child) {

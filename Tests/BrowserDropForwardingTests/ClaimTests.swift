@@ -48,6 +48,99 @@ struct ClaimTests {
     }
   }
 
+  /// One claim child serves the whole delivery: the same `bd-smb-claim` child of this process
+  /// is there right after every claim (a child per claim would have been reaped after each),
+  /// and it is gone (ended and reaped) once the delivery returns.
+  @Test func oneChildServesTheWholeDelivery() async throws {
+    let seen = try await Self.deliver(20, named: "one-child") { seen in
+      let children = Self.claimChildren()
+      await seen.note(children, memory: children.first.map { Self.memory(of: $0) } ?? "")
+    }
+    let (claims, throughout, memory) = await seen.summary()
+    print("claim child after the last claim: \(memory)")
+    #expect(claims == 20)
+    #expect(!throughout.isEmpty, "no claim child lived through every claim")
+    for pid in throughout { #expect(!Self.isClaimChild(pid), "claim child \(pid) still runs") }
+  }
+
+  /// A claim child that dies between two claims (here `SIGKILL`ed right after the first claim
+  /// and its record) is replaced at the next claim: every file still arrives once with its own
+  /// bytes, nothing else is there, and the later claims went through another child.
+  @Test func aDeadChildIsReplaced() async throws {
+    let seen = try await Self.deliver(6, named: "replaced") { seen in
+      let children = Self.claimChildren()
+      let first = await seen.note(children, memory: "")
+      guard first, let child = children.first, let pid = Int32(child) else { return }
+      kill(pid, SIGKILL)
+      // Bounded: a SIGKILLed child is gone at once (a zombie until it is reaped).
+      for _ in 0..<2000 where Self.isRunning(child) { try? await Task.sleep(for: .milliseconds(1)) }
+    }
+    let (claims, throughout, _) = await seen.summary()
+    #expect(claims == 6)
+    #expect(throughout.isEmpty, "the killed child can't have seen the later claims")
+    #expect(await seen.distinct() >= 2)
+  }
+
+  /// Forwards `count` small files to a new folder of the smbd, running `afterClaim` after each
+  /// claim, and checks that each arrived once with its own bytes and nothing else is there.
+  private static func deliver(
+    _ count: Int, named prefix: String,
+    afterClaim: @escaping @Sendable (ClaimChildren) async -> Void
+  ) async throws -> ClaimChildren {
+    let server = try TestSMBServer.fromEnvironment()
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    var files: [String: Data] = [:]
+    for index in 0..<count { files["\(prefix)-\(index).txt"] = Data("claim \(index)".utf8) }
+    let name = uniqueName(prefix)
+    let source = try scratch.folder(name, files)
+    let seen = ClaimChildren()
+    var forwarder = Forwarder()
+    forwarder.afterClaim = { await afterClaim(seen) }
+    let report = try await forwarder.forward(
+      folder: source, to: try server.destination("guest", name))
+    #expect(report.files.count == count)
+    #expect(try contents(of: server.directory("guest/\(name)")) == files)
+    return seen
+  }
+
+  /// Whether process `pid` runs (not a zombie).
+  static func isRunning(_ pid: String) -> Bool {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+      let end = stat.range(of: ")", options: .backwards)
+    else { return false }
+    return !stat[end.upperBound...].hasPrefix(" Z")
+  }
+
+  /// The `bd-smb-claim` children of this process right now.
+  static func claimChildren() -> Set<String> {
+    var found: Set<String> = []
+    let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+    for task in tasks {
+      let list =
+        (try? String(contentsOfFile: "/proc/self/task/\(task)/children", encoding: .utf8)) ?? ""
+      for child in list.split(separator: " ") where isClaimChild(String(child)) {
+        found.insert(String(child))
+      }
+    }
+    return found
+  }
+
+  /// Process `pid`'s resident and private memory (/proc/PID/smaps_rollup), as one line.
+  static func memory(of pid: String) -> String {
+    let rollup = (try? String(contentsOfFile: "/proc/\(pid)/smaps_rollup", encoding: .utf8)) ?? ""
+    return rollup.split(separator: "\n").filter {
+      $0.hasPrefix("Rss:") || $0.hasPrefix("Pss:") || $0.hasPrefix("Private_")
+    }.map { $0.split(separator: " ", omittingEmptySubsequences: true).joined(separator: " ") }
+      .joined(separator: ", ")
+  }
+
+  /// Whether process `pid` exists and is a claim child.
+  static func isClaimChild(_ pid: String) -> Bool {
+    ((try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8)) ?? "")
+      .hasPrefix("bd-smb-claim")
+  }
+
   /// User and system CPU seconds of this process and its reaped children.
   static func cpuOfThisProcess() throws -> Double {
     var own = rusage()
@@ -80,4 +173,29 @@ struct ClaimTests {
     }
     return total / Double(sysconf(Int32(_SC_CLK_TCK)))
   }
+}
+
+/// The claim children seen right after each claim of one delivery.
+private actor ClaimChildren {
+  private var claims = 0
+  private var common: Set<String>?
+  private var memory = ""
+  private var all: Set<String> = []
+
+  /// Notes the children seen after one claim; true for the first claim.
+  @discardableResult
+  func note(_ children: Set<String>, memory: String) -> Bool {
+    claims += 1
+    common = common.map { $0.intersection(children) } ?? children
+    all.formUnion(children)
+    self.memory = memory
+    return claims == 1
+  }
+
+  /// How many different children were seen.
+  func distinct() -> Int { all.count }
+
+  /// How many claims there were, the children present at every one of them, and the memory
+  /// of one of them at the last claim.
+  func summary() -> (Int, Set<String>, String) { (claims, common ?? [], memory) }
 }

@@ -14,9 +14,9 @@ import Glibc
 ///   attempt's.
 /// * `installing`: the uploaded file's server-side id (`st_ino`, which a rename keeps) and the
 ///   final name about to be tried.
-/// * `claimed` (SMB): the empty file created exclusively at that name, recorded by the claim
-///   child that makes the create (it holds an `flock` on this file until the record is
-///   flushed, see ``load(folder:destination:)``), then again with its id, before the temporary
+/// * `claimed` (SMB): the empty file created exclusively at that name, recorded by the
+///   delivery's claim child that makes the create (it holds an `flock` on this file while it
+///   runs, see ``load(folder:destination:)``), then again with its id, before the temporary
 ///   file is renamed over it.
 /// * `delivered`: in place and checked.
 ///
@@ -70,11 +70,11 @@ struct Manifest: Sendable {
 
   /// Reads the manifest in `folder`, if any.
   ///
-  /// Waits first for a shared lock on the file: a claim child (SMB, see
-  /// ``DestinationFileSystem/claim(_:recording:in:trial:)``) holds an exclusive one
-  /// from before its create until its record is on disk, also when the process that started it
-  /// was killed meanwhile, so what it created is never read as unrecorded. The wait is bounded
-  /// by the child's own time limit.
+  /// Waits first for a shared lock on the file: the claim child of a delivery (SMB, see
+  /// ``DestinationFileSystem/claim(_:recording:in:trial:)``) holds an exclusive one from its
+  /// start until it exits, which it does only after its last claim is recorded, also when the
+  /// process that started it was killed meanwhile, so what it created is never read as
+  /// unrecorded. The wait is bounded by the child's own time limit.
   static func load(folder: String, destination: String) async throws -> Manifest {
     try await DedicatedThread.localIO.run { () throws(ForwardFailure) -> Manifest in
       var manifest = Manifest(path: folder + "/" + fileName, destination: destination)

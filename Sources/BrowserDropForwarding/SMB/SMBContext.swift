@@ -153,24 +153,20 @@ final class SMBContext: @unchecked Sendable {
     }
   }
 
-  /// Forks a child process that claims `path` with an exclusive create on a connection of its
-  /// own and, once the server has created it, appends `record` to `recordFile` (open for
-  /// appending, locked) and flushes it; it outlives this process. Returns the child's PID. See
-  /// `cbd_smbc_fork_claim`; it never runs Swift code.
-  func forkClaim(
-    of path: RelativePath, recording record: [UInt8], to recordFile: Int32
-  ) throws(SystemError) -> pid_t {
-    // Connect, sign in, open and close are each bounded by the request timeout.
-    let bound = UInt32(clamping: options.timeoutMilliseconds / 1000 * 4 + 10)
-    return try fork(signingInFor: path) { login in
-      record.withUnsafeBufferPointer { line in
-        line.withMemoryRebound(to: CChar.self) { text in
-          var job = cbd_smbc_claim(
-            login: login, record_fd: recordFile, record: text.baseAddress,
-            record_length: text.count, bound_seconds: bound)
-          return cbd_smbc_fork_claim(&job)
-        }
-      }
+  /// How long the claim child waits for a request, or spends on one, before its alarm ends
+  /// it: connect, sign-in, open and close are each bounded by the request timeout.
+  var claimBoundSeconds: UInt32 { UInt32(clamping: options.timeoutMilliseconds / 1000 * 4 + 10) }
+
+  /// Forks the claim child of a delivery: it signs in with this context's address,
+  /// credentials and options on a connection of its own, holds `recordFile` (the manifest,
+  /// open for appending and locked) and serves claims sent over `socket` (its end of a
+  /// socketpair) until that reaches its end of file; it outlives this process. Returns the
+  /// child's PID. See `cbd_smbc_fork_claimer`; it never runs Swift code.
+  func forkClaimer(recordFile: Int32, socket: Int32) throws(SystemError) -> pid_t {
+    try fork(signingInFor: []) { login in
+      var job = cbd_smbc_claimer(
+        login: login, record_fd: recordFile, socket_fd: socket, bound_seconds: claimBoundSeconds)
+      return cbd_smbc_fork_claimer(&job)
     }
   }
 

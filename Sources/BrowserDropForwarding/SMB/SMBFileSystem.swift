@@ -9,6 +9,8 @@ struct SMBFileSystem: DestinationFileSystem {
   static let chunkSize = 8 << 20
 
   let context: SMBContext
+  /// The delivery's claim child, started at its first claim and ended by ``close()``.
+  let claimChild = SMBClaimChild()
   /// The destination folder inside the share.
   let root: RelativePath
   let place: ForwardFailure.Place
@@ -204,6 +206,9 @@ struct SMBFileSystem: DestinationFileSystem {
   }
 
   func close() async {
-    _ = await DedicatedThread.smb.run { [context] in context.free() }
+    _ = await DedicatedThread.smb.run { [context, claimChild] in
+      claimChild.end()
+      context.free()
+    }
   }
 }

@@ -151,37 +151,59 @@ struct cbd_smbc_writer {
 /// the library set none, ENODATA when the source is shorter than `size`). It never calls exit().
 pid_t cbd_smbc_fork_writer(const struct cbd_smbc_writer *job);
 
-/// What a forked claimer needs: the final name to claim (`login.url`) and the record to append
-/// once the server has created it.
-struct cbd_smbc_claim {
+/// The longest URL or record a claim request may carry, in bytes.
+#define CBD_CLAIM_MAX_FIELD 65536u
+
+/// What the claim child of a delivery needs.
+struct cbd_smbc_claimer {
+  /// How to sign in (`login.url` is not used: each request names its file).
   struct cbd_smbc_login login;
   /// The manifest, open for appending (O_APPEND), with an flock(LOCK_EX) the parent took on
   /// it: the child shares that lock (same open file description) and holds it until it exits,
-  /// so a reader that takes the lock waits for the child's record.
+  /// so a reader that takes the lock waits for the child's last record.
   int record_fd;
-  /// One line to append to `record_fd` (ending in a newline).
-  const char *record;
-  size_t record_length;
-  /// The child gives up (SIGALRM ends it) after this many seconds.
+  /// The child's end of a SOCK_STREAM socketpair; the parent keeps the other end.
+  int socket_fd;
+  /// SIGALRM ends the child when it has waited this many seconds for a request, or spent them
+  /// on one.
   unsigned bound_seconds;
 };
 
-/// Forks a child that claims `job->login.url` with an exclusive create (O_CREAT | O_EXCL) on a
-/// connection of its own and, once the server has created it, appends `job->record` to
-/// `job->record_fd` and flushes it (fdatasync) before it closes the new file; returns the
-/// child's PID (or -1 with errno). Call it on the thread that makes every libsmbclient call,
-/// after cbd_smbc_load succeeded.
+/// Forks the claim child of a delivery and returns its PID (or -1 with errno). Call it on the
+/// thread that makes every libsmbclient call, after cbd_smbc_load succeeded.
 ///
-/// The child outlives the parent: a SIGKILL of the parent (or of the thread that forked) after
-/// the fork cannot come between the create and its record. Unlike the writer it sets no
-/// PR_SET_PDEATHSIG and ignores SIGTERM, SIGINT, SIGHUP and SIGQUIT; it names itself
-/// "bd-smb-claim", keeps only `record_fd` (as fd 3) and /dev/null on 0-2, and is ended by
-/// SIGALRM after `bound_seconds`. Exit status: 0 when it created the file and recorded it,
-/// EEXIST when the name is taken (by a file or a folder), otherwise the errno of the first
-/// failure. When the record cannot be written it removes the file it created and exits with
-/// that errno. A SIGKILL of the child itself (power loss, a kill of the whole process group or
-/// cgroup) can still come between the two.
-pid_t cbd_smbc_fork_claim(const struct cbd_smbc_claim *job);
+/// The child signs in once (at its first claim) on a connection of its own and then serves
+/// one request at a time from `socket_fd` (see cbd_claimer_send): it creates the request's URL
+/// with O_CREAT | O_EXCL, appends the request's record to `record_fd` and flushes it
+/// (fdatasync) before it closes the new file, and answers with an int32: 0 when it created and
+/// recorded the file, EEXIST when the name is taken (by a file or a folder), otherwise the
+/// errno of the first failure. When the record cannot be written it removes the file it
+/// created and answers that errno. It exits when the socket reaches its end of file (the
+/// parent closed its end, or died), after the request in flight and its record are done.
+///
+/// The child outlives the parent: a SIGKILL of the parent cannot come between a create and its
+/// record. It sets no PR_SET_PDEATHSIG and ignores SIGTERM, SIGINT, SIGHUP and SIGQUIT; it
+/// names itself "bd-smb-claim", keeps only `record_fd` (as fd 3), `socket_fd` (as fd 4) and
+/// /dev/null on 0-2, keeps the password only in its own memory (wiped when it exits, needed
+/// again if the connection has to be made anew), and is ended by SIGALRM after
+/// `bound_seconds` without a request or inside one. A SIGKILL of the child itself (power loss,
+/// a kill of the whole process group or cgroup) can still come between a create and its record.
+pid_t cbd_smbc_fork_claimer(const struct cbd_smbc_claimer *job);
+
+/// Sends one claim request to a claim child: the percent-encoded smb:// URL to create and the
+/// record (one line ending in a newline, `record_length` bytes). Never raises SIGPIPE. Returns
+/// 0, EINVAL for a field longer than CBD_CLAIM_MAX_FIELD (or an empty URL), or the errno of
+/// the failed send (EPIPE when the child is gone).
+int cbd_claimer_send(int socket, const char *url, const char *record, size_t record_length);
+
+/// Waits for the answer to the request sent last: 0, EEXIST or the child's errno; -1 when the
+/// child ended first (the create may or may not have happened). Blocks: never call it on a
+/// Swift cooperative-pool thread.
+int cbd_claimer_receive(int socket);
+
+/// Whether the claim child at the other end of `socket` is still there (its end is open); it
+/// never writes unasked, so anything to read means it is gone. Does not block.
+int cbd_claimer_alive(int socket);
 
 /// Blocks until `child` has exited, without reaping it (waitid with WNOWAIT), so its PID stays
 /// reserved until cbd_child_reap: a kill(2) before then never hits another process. Returns 0,
