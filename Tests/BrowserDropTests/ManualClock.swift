@@ -1,4 +1,5 @@
 import Synchronization
+import Testing
 
 @testable import BrowserDrop
 
@@ -19,8 +20,12 @@ final class ManualClock: SessionClock {
     /// Socket deadlines made so far (``deadline(after:)``).
     var deadlinesMade = 0
     /// Tests waiting for that count to reach a number.
-    var deadlineWatchers: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+    var deadlineWatchers: [DeadlineWatcher] = []
   }
+
+  private typealias DeadlineWatcher = (
+    id: UInt64, count: Int, continuation: CheckedContinuation<Void, Never>
+  )
 
   private let state = Mutex(State())
 
@@ -66,12 +71,35 @@ final class ManualClock: SessionClock {
     return deadline
   }
 
-  /// Returns once `count` socket deadlines have been made on this clock.
-  func deadlinesMade(_ count: Int) async {
+  /// Returns once `count` socket deadlines have been made on this clock, or records an issue
+  /// after `limit` of real time (so a count that is never reached fails the test, rather than
+  /// holding the whole run).
+  func deadlinesMade(
+    _ count: Int, within limit: Duration = .seconds(20),
+    sourceLocation: SourceLocation = #_sourceLocation
+  ) async {
+    let id = state.withLock { state in
+      defer { state.nextID += 1 }
+      return state.nextID
+    }
+    let timer = Task {
+      try await Task.sleep(for: limit)
+      let waiting = state.withLock { state in
+        let index = state.deadlineWatchers.firstIndex { $0.id == id }
+        return index.map { state.deadlineWatchers.remove(at: $0) }
+      }
+      guard let waiting else { return }
+      let made = state.withLock { $0.deadlinesMade }
+      Issue.record(
+        "only \(made) of \(count) socket deadlines made within \(limit)",
+        sourceLocation: sourceLocation)
+      waiting.continuation.resume()
+    }
+    defer { timer.cancel() }
     await withCheckedContinuation { continuation in
       let reached = state.withLock { state -> Bool in
         if state.deadlinesMade >= count { return true }
-        state.deadlineWatchers.append((count, continuation))
+        state.deadlineWatchers.append((id, count, continuation))
         return false
       }
       if reached { continuation.resume() }

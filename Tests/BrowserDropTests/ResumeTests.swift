@@ -436,6 +436,28 @@ struct ResumeTests {
     _ = try await third.server.finish()
   }
 
+  /// A server locked out of the store (its start failed because another server holds it)
+  /// leaves that server's uploads alone when it is cancelled.
+  @Test func aServerLockedOutOfTheStoreCancelsNothingOfTheOwners() async throws {
+    let first = try await Self.start(scope: .stagingRoot)
+    defer { Task { await first.stop() } }
+    let pauses = PauseLog(first.server.pauses)
+    let body = TestBytes.make(10_000, seed: 31)
+    let client = ResumeClient(port: first.port, path: "kept.bin", id: ResumeClient.randomID())
+    try await Self.cutPost(client, body, after: 4_000, pauses: pauses)
+    var configuration = BrowserDropServer.Configuration()
+    configuration.port = 0
+    configuration.bindAddress = "127.0.0.1"
+    configuration.stagingRoot = first.root
+    configuration.reservedFreeSpace = 0
+    configuration.resumableUploads = ResumableUploads(
+      expiresAfter: .seconds(3600), scope: .stagingRoot)
+    let second = BrowserDropServer(configuration: configuration)
+    await #expect(throws: BrowserDropError.self) { _ = try await second.start() }
+    await second.cancel()
+    #expect(try await client.offset() == 4_000, "the owner's paused upload was removed")
+  }
+
   /// Cancelling a session removes its paused uploads and what it stored, with their records,
   /// and leaves the records of uploads that earlier sessions stored and handed over: their
   /// pages still hear "complete".

@@ -217,7 +217,10 @@ public actor BrowserDropServer {
     await end()
     await storeSettled()
     let staging = self.staging
-    let store = resumableStore
+    // The staging root's store is touched only under its lock: a server that never got it (its
+    // start failed because another server holds it, or it never started) must not remove that
+    // server's uploads.
+    let store = resumableStore.flatMap { !$0.remembersStored || storeLock != nil ? $0 : nil }
     let storedHere = self.storedHere
     await BlockingPool.shared.run {
       // Records, then partial files, then the session folder: a crash part-way never leaves a
