@@ -60,6 +60,11 @@ def why_not():
 pytestmark = pytest.mark.skipif(why_not() is not None, reason=str(why_not()))
 
 
+# The binary as the unit sees it: a copy in the test's /var. The namespace mounts a new /tmp, so a
+# build under /tmp (a CI clone there) would not exist inside it (status=203/EXEC).
+UNIT_BINARY = "/var/lib/browserdrop-test-bin/browserdrop"
+
+
 def kiosk_unit(port, state="browserdrop", gate=None):
     """Examples/Kiosk's unit with what a test needs changed, each change said; every other line,
     the hardening included, as in the example. With `gate`, ExecStart waits for the test to
@@ -67,7 +72,7 @@ def kiosk_unit(port, state="browserdrop", gate=None):
     Staging is /var/lib/STATE (the example's), the destination /var/lib/STATE-drops."""
     text = EXAMPLE.read_text().replace("\\\n", " ")
     command = (
-        f"{BINARY} --kiosk --json --bind 127.0.0.1 --port {port} --staging /var/lib/{state}"
+        f"{UNIT_BINARY} --kiosk --json --bind 127.0.0.1 --port {port} --staging /var/lib/{state}"
         f" --to /var/lib/{state}-drops --quiet-period 0.5 --no-qr"
     )
     if gate:
@@ -125,6 +130,10 @@ class Systemd:
         self.units.mkdir()
         self.var.mkdir(mode=0o755)
         (self.var / "log").mkdir()
+        binaries = self.var / "lib" / "browserdrop-test-bin"
+        binaries.mkdir(parents=True, mode=0o755)
+        (self.var / "lib").chmod(0o755)
+        shutil.copy2(BINARY, binaries / "browserdrop")
         self.port, self.gated_port = free_port(), free_port()
         (self.units / UNIT).write_text(kiosk_unit(self.port))
         gated = kiosk_unit(self.gated_port, "browserdrop-gated", gate="/var/gate")
