@@ -86,9 +86,8 @@ static int flush_folder(void) {
   return ok;
 }
 
-static int write_ordered(int n) {
-  int fd = open(local_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
-  if (fd < 0) return -1;
+/* Writes the in-memory body to fd; returns the bytes written (short on an error). */
+static ssize_t write_body(int fd) {
   ssize_t written = 0;
   while (written < size) {
     ssize_t n2 = write(fd, memory_body + written, (size_t)(size - written));
@@ -96,6 +95,13 @@ static int write_ordered(int n) {
     if (n2 <= 0) break;
     written += n2;
   }
+  return written;
+}
+
+static int write_ordered(int n) {
+  int fd = open(local_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
+  if (fd < 0) return -1;
+  ssize_t written = write_body(fd);
   char name[512];
   snprintf(name, sizeof name, "%s%05d.bin", prefix, n);
   int ok = written == size && fdatasync(fd) == 0 && linkat(fd, "", local_dir_fd, name, AT_EMPTY_PATH) == 0;
@@ -109,13 +115,7 @@ static int write_local(int n) {
   snprintf(path, sizeof path, "%s/%s%05d.bin", local_dir, prefix, n);
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return -1;
-  ssize_t written = 0;
-  while (written < size) {
-    ssize_t n2 = write(fd, memory_body + written, (size_t)(size - written));
-    if (n2 < 0 && errno == EINTR) continue;
-    if (n2 <= 0) break;
-    written += n2;
-  }
+  ssize_t written = write_body(fd);
   int ok = written == size && (!local_sync || fdatasync(fd) == 0);
   close(fd);
   return ok ? 201 : -1;
