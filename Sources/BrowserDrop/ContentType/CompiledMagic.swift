@@ -4,8 +4,8 @@
 /// The file is an array of fixed-size records (`struct magic` in libmagic's `file.h`). The first
 /// record is a header: a magic number, the format version and the entry count of each of the two
 /// sets (set 0: the rules libmagic walks; set 1: the named rules that `use` calls). Only format 18
-/// (libmagic 5.40 and later) in this machine's byte order is read; anything else is refused, and
-/// the sniffer then runs libmagic on every upload as before.
+/// (libmagic 5.40 and later) in this machine's byte order, on a little-endian machine, is read;
+/// anything else is refused, and the sniffer then runs libmagic on every upload as before.
 struct CompiledMagic {
   /// The size of one record in format 18.
   static let entrySize = 376
@@ -24,6 +24,8 @@ struct CompiledMagic {
   /// Reads the header of the `size` bytes at `base`; `nil` unless it is a format 18 database
   /// whose length matches its counts.
   init?(base: UnsafeRawPointer, size: Int) {
+    // The record layout and the screen's tests were checked on little-endian machines only.
+    guard UInt16(littleEndian: 1) == 1 else { return nil }
     guard size >= Self.entrySize, size % Self.entrySize == 0,
       base.loadUnaligned(as: UInt32.self) == Self.fileMagic,
       base.loadUnaligned(fromByteOffset: 4, as: UInt32.self) == Self.formatVersion

@@ -58,7 +58,8 @@ struct SoftMagicScreen: Sendable {
   let minimumLength: Int
 
   /// Sorts `magic`'s rules; `nil` when an `indirect` line in the copied rules could be reached on
-  /// any data, so the copies could never answer alone.
+  /// any data, or a copied rule starts with a 16-bit string test at a relative or indirect
+  /// offset, so the copies could never answer alone.
   init?(_ magic: CompiledMagic) {
     var tests: [SoftMagicTest] = []
     var strong: [Bool] = []
@@ -91,8 +92,14 @@ struct SoftMagicScreen: Sendable {
     for range in residualRules + used.map({ named[$0]! }) {
       for index in range {
         let entry = magic.entry(index)
-        if entry.type == 18 || entry.type == 19, entry.flags & 0x87 == 0 {
+        guard entry.type == 18 || entry.type == 19 else { continue }
+        if entry.flags & 0x87 == 0 {
           minimumLength = max(minimumLength, Int(entry.offset) + 2 * entry.valueLength + 2)
+        } else if entry.level == 0 {
+          // A top-level 16-bit string at a moving offset can run past any length, into bytes
+          // an earlier rule left, and the earlier rules differ between the databases. Debian
+          // 12's database has none; a database with one gets no screen.
+          return nil
         }
       }
     }

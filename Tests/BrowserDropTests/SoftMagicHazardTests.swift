@@ -1,0 +1,104 @@
+import Testing
+
+@testable import BrowserDrop
+
+/// The cases where the soft-magic screen must stand aside or stay cautious, shown on small
+/// compiled databases built here record by record (format 18, `struct magic` of `file.h`).
+struct SoftMagicHazardTests {
+  /// One record of a compiled database with the fields the screen reads.
+  struct Record {
+    var level: UInt16 = 0
+    var flags: UInt8 = 0
+    var type: UInt8
+    var offset: Int32 = 0
+    var stringFlags: UInt32 = 0
+    var value: [UInt8]
+
+    var bytes: [UInt8] {
+      var raw = [UInt8](repeating: 0, count: CompiledMagic.entrySize)
+      raw[0] = UInt8(truncatingIfNeeded: level)
+      raw[1] = UInt8(truncatingIfNeeded: level >> 8)
+      raw[2] = flags
+      raw[4] = UInt8(ascii: "=")
+      raw[5] = UInt8(value.count)
+      raw[6] = type
+      withUnsafeBytes(of: offset.littleEndian) { raw.replaceSubrange(12..<16, with: $0) }
+      withUnsafeBytes(of: stringFlags.littleEndian) { raw.replaceSubrange(28..<32, with: $0) }
+      raw.replaceSubrange(32..<(32 + value.count), with: value)
+      raw[160] = UInt8(ascii: "d")  // a description, so a match ends the walk
+      return raw
+    }
+  }
+
+  /// A database of `records` in set 0 (none named).
+  static func database(_ records: [Record]) -> [UInt8] {
+    var header = [UInt8](repeating: 0, count: CompiledMagic.entrySize)
+    for (index, word) in [CompiledMagic.fileMagic, CompiledMagic.formatVersion, 0, 0].enumerated() {
+      let value = index == 2 ? UInt32(records.count) : word
+      withUnsafeBytes(of: value.littleEndian) {
+        header.replaceSubrange((4 * index)..<(4 * index + 4), with: $0)
+      }
+    }
+    return header + records.flatMap(\.bytes)
+  }
+
+  static func screen(_ records: [Record]) -> SoftMagicScreen? {
+    let bytes = database(records)
+    return bytes.withUnsafeBytes { raw -> SoftMagicScreen? in
+      guard let magic = CompiledMagic(base: raw.baseAddress!, size: raw.count) else {
+        Issue.record("the test database was not read")
+        return nil
+      }
+      return SoftMagicScreen(magic)
+    }
+  }
+
+  /// A top-level 16-bit string test at a relative offset can read past any buffer into bytes
+  /// left by an earlier rule, which differ between the whole database and the copies: such a
+  /// database gets no screen. The same test at a fixed offset is fine (the screen sends short
+  /// buffers to the whole database instead).
+  @Test func aTopLevelSixteenBitStringAtAMovingOffsetDisablesTheScreen() {
+    let png = Record(type: 5, value: [0x89, 0x50, 0x4E, 0x47])
+    for type: UInt8 in [18, 19] {  // FILE_BESTRING16, FILE_LESTRING16
+      let fixed = Record(type: type, offset: 8, value: Array("ab".utf8))
+      let minimumLength = Self.screen([png, fixed])?.minimumLength
+      #expect(
+        minimumLength.map { $0 >= 8 + 2 * 2 + 2 } ?? false, "\(String(describing: minimumLength))")
+      for flag: UInt8 in [0x01, 0x02, 0x80] {  // indirect, relative, from the end
+        var moving = fixed
+        moving.flags = flag
+        let refused = Self.screen([png, moving]) == nil
+        #expect(refused, "type \(type), flags \(flag)")
+        // The same line as a continuation reads after its own rule's earlier tests: allowed.
+        moving.level = 1
+        let accepted = Self.screen([png, fixed, moving]) != nil
+        #expect(accepted, "type \(type), flags \(flag)")
+      }
+    }
+  }
+
+  /// With `/c` or `/C`, libmagic compares `tolower`/`toupper` of the data in the process's
+  /// locale; in ISO-8859-9 `toupper("i")` is 0xDD. So a pattern byte from 0x80 up may match an
+  /// ASCII byte, and the screen must not call that test failed.
+  @Test func aFoldedPatternByteFromTheHighHalfMayMatchASCII() throws {
+    for stringFlags: UInt32 in [0x04, 0x08] {  // /c, /C
+      let record = Record(type: 5, stringFlags: stringFlags, value: [0xDD, 0x4E])
+      let bytes = Self.database([record])
+      let test = try bytes.withUnsafeBytes { raw in
+        let magic = try #require(CompiledMagic(base: raw.baseAddress!, size: raw.count))
+        return try #require(SoftMagicTest(magic.entry(0)))
+      }
+      for data in [Array("in".utf8), Array("iN".utf8), [0xFD, 0x6E], [0xDD, 0x4E]] {
+        #expect(data.withUnsafeBytes { test.mayMatch($0) }, "\(data), flags \(stringFlags)")
+      }
+      // A byte the pattern has as it is (not a letter) still has to be there.
+      let digit = Record(type: 5, stringFlags: stringFlags, value: [0xDD, 0x37])
+      let digitBytes = Self.database([digit])
+      let digitTest = try digitBytes.withUnsafeBytes { raw in
+        let magic = try #require(CompiledMagic(base: raw.baseAddress!, size: raw.count))
+        return try #require(SoftMagicTest(magic.entry(0)))
+      }
+      #expect(!Array("i8".utf8).withUnsafeBytes { digitTest.mayMatch($0) })
+    }
+  }
+}
