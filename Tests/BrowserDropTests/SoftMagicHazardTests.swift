@@ -13,12 +13,15 @@ struct SoftMagicHazardTests {
     var offset: Int32 = 0
     var stringFlags: UInt32 = 0
     var value: [UInt8]
+    /// Whether a top-level line is compiled as a binary test (libmagic's `BINTEST`), as every
+    /// rule but those for text is.
+    var binary = true
 
     var bytes: [UInt8] {
       var raw = [UInt8](repeating: 0, count: CompiledMagic.entrySize)
       raw[0] = UInt8(truncatingIfNeeded: level)
       raw[1] = UInt8(truncatingIfNeeded: level >> 8)
-      raw[2] = flags
+      raw[2] = flags | (level == 0 ? (binary ? 0x20 : 0x40) : 0)
       raw[4] = UInt8(ascii: "=")
       raw[5] = UInt8(value.count)
       raw[6] = type
@@ -75,6 +78,21 @@ struct SoftMagicHazardTests {
         #expect(accepted, "type \(type), flags \(flag)")
       }
     }
+  }
+
+  /// libmagic's pass over binary data skips the rules compiled as text tests, so the screen
+  /// neither tests nor copies them: data they would match still gets a small database.
+  @Test func textRulesPlayNoPartForBinaryData() throws {
+    let png = Record(type: 5, value: [0x89, 0x50, 0x4E, 0x47])
+    var script = Record(type: 5, value: Array("#!/bin/sh".utf8))
+    script.binary = false
+    let screen = try #require(Self.screen([png, script]))
+    #expect(screen.ruleCounts == (1, 0, 0) as (Int, Int, Int))
+    var data = [UInt8](repeating: 0, count: 128)
+    data.replaceSubrange(0..<9, with: Array("#!/bin/sh".utf8))
+    #expect(data.withUnsafeBytes { screen.verdict($0) } == .unscreened)
+    data.replaceSubrange(0..<4, with: png.value)
+    #expect(data.withUnsafeBytes { screen.verdict($0) } == .wholeDatabase)
   }
 
   /// With `/c` or `/C`, libmagic compares `tolower`/`toupper` of the data in the process's
