@@ -15,7 +15,8 @@ internal import Synchronization
 /// ``sniff(_:)`` is synchronous and takes from a few microseconds (random or unknown binary data,
 /// which ``SoftMagicScreen`` spares libmagic's walk of its whole database) to 3 ms (64 KiB of
 /// prose, where libmagic runs its text regexes): call it on `BlockingPool`, never on the
-/// cooperative pool or the reactor.
+/// cooperative pool or the reactor. Only ``sniffIfQuick(_:)``, which answers only from the small
+/// databases and never waits for a handle, may run elsewhere.
 final class ContentSniffer: Sendable {
   /// How much of a file to sniff: the first 64 KiB, or the whole file when it is smaller.
   static let prefixLength = 64 * 1024
@@ -90,6 +91,15 @@ final class ContentSniffer: Sendable {
   func sniff(_ prefix: UnsafeRawBufferPointer) -> SniffResult {
     let bytes = UnsafeRawBufferPointer(rebasing: prefix.prefix(Self.prefixLength))
     let answer = residual?.identifyIfCleared(bytes) ?? handles.identify(bytes)
+    return result(libmagicAnswer: answer, for: bytes)
+  }
+
+  /// ``sniff(_:)``'s answer when a small database gives it at once (binary data the screen
+  /// clears, a free handle), `nil` otherwise. Tens of microseconds where it answers, so it may
+  /// run on a thread that must not wait; a `nil` leaves ``sniff(_:)`` for the blocking pool.
+  func sniffIfQuick(_ prefix: UnsafeRawBufferPointer) -> SniffResult? {
+    let bytes = UnsafeRawBufferPointer(rebasing: prefix.prefix(Self.prefixLength))
+    guard let answer = residual?.identifyIfClearedWithoutWaiting(bytes) else { return nil }
     return result(libmagicAnswer: answer, for: bytes)
   }
 

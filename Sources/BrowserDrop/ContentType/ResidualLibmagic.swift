@@ -63,6 +63,17 @@ final class ResidualLibmagic: Sendable {
     }
   }
 
+  /// Like ``identifyIfCleared(_:)``, but never waits for a handle: `.none` when the whole
+  /// database must be asked or every small database's handle is busy. A small database's walk
+  /// is short (about 0.1M instructions on 16 KiB), so this may run where waiting may not.
+  func identifyIfClearedWithoutWaiting(_ bytes: UnsafeRawBufferPointer) -> String?? {
+    switch verdict(bytes) {
+    case .wholeDatabase: .none
+    case .residual: residual.identifyWithoutWaiting(bytes)
+    case .unscreened: unscreened.identifyWithoutWaiting(bytes)
+    }
+  }
+
   /// Which database answers for `bytes`: a smaller one only for binary data, long enough.
   func verdict(_ bytes: UnsafeRawBufferPointer) -> SoftMagicScreen.Verdict {
     guard bytes.count >= screen.minimumLength, BinaryContent.looksBinaryToLibmagic(bytes) else {

@@ -54,21 +54,39 @@ struct ContentInspector: Sendable {
     assert(
       BlockingPool.shared.runsCurrentThread,
       "libmagic must run on the blocking pool, never on the cooperative pool or the reactor")
+    return Self.withPrefix(of: fd) { finding(forPrefix: $0, fileExtension: fileExtension) }
+  }
+
+  /// ``inspect(fd:fileExtension:)``'s finding when it comes at once, `nil` otherwise (then call
+  /// `inspect` on the blocking pool). It comes at once for binary data the soft-magic screen
+  /// clears when a handle of the small databases is free: a read of the first bytes of a file
+  /// just written (from the page cache) and tens of microseconds of libmagic. Text, known
+  /// formats and anything else that needs the whole database never run here. This spares a
+  /// small upload the trip to the blocking pool and back, which cost more than the sniff.
+  func quickFinding(fd: Int32, fileExtension: String) -> Finding? {
+    guard let sniffer else { return Finding(mimeType: nil, kind: .other, refusal: nil) }
+    return Self.withPrefix(of: fd) { prefix in
+      sniffer.sniffIfQuick(prefix).map { finding(for: $0, fileExtension: fileExtension) }
+    }
+  }
+
+  /// Calls `body` with the first bytes (up to ``ContentSniffer/prefixLength``) of `fd`; a read
+  /// error gives what was read so far, as the end of the file does.
+  private static func withPrefix<T>(
+    of fd: Int32, _ body: (UnsafeRawBufferPointer) -> T
+  ) -> T {
     let buffer = UnsafeMutableRawBufferPointer.allocate(
       byteCount: ContentSniffer.prefixLength, alignment: 16)
     defer { buffer.deallocate() }
     var filled = 0
     while filled < buffer.count {
-      // A read error inspects what was read so far, as the end of the file does.
       let count = try? Syscall.blocking("pread") {
         pread(fd, buffer.baseAddress! + filled, buffer.count - filled, off_t(filled))
       }
       guard let count, count > 0 else { break }
       filled += count
     }
-    return finding(
-      forPrefix: UnsafeRawBufferPointer(rebasing: buffer[..<filled]),
-      fileExtension: fileExtension)
+    return body(UnsafeRawBufferPointer(rebasing: buffer[..<filled]))
   }
 
   /// The server's decision for a file whose first bytes are `prefix`, stored with

@@ -131,7 +131,12 @@ struct UploadReceiver {
       if durable, let failure = syncData(fd, label) { return .failure(failure) }
       return .success(alreadyFound ?? inspector.inspect(fd: fd, fileExtension: fileExtension))
     }
-    // Nothing to flush or sniff: skip the hop to the I/O pool.
+    // Nothing to flush, and the sniff (if any) answered at once: skip the hop to the I/O pool.
+    if !durable, alreadyFound == nil,
+      let found = inspector.quickFinding(fd: fd, fileExtension: fileExtension)
+    {
+      return found
+    }
     let finishing =
       durable || (alreadyFound == nil && inspector.sniffs)
       ? await BlockingPool.shared.run(finish) : finish()
