@@ -11,6 +11,8 @@ struct SoftMagicHazardTests {
     var flags: UInt8 = 0
     var type: UInt8
     var offset: Int32 = 0
+    /// A search's range (its `/N`).
+    var range: UInt32 = 0
     var stringFlags: UInt32 = 0
     var value: [UInt8]
     /// Whether a top-level line is compiled as a binary test (libmagic's `BINTEST`), as every
@@ -26,6 +28,7 @@ struct SoftMagicHazardTests {
       raw[5] = UInt8(value.count)
       raw[6] = type
       withUnsafeBytes(of: offset.littleEndian) { raw.replaceSubrange(12..<16, with: $0) }
+      withUnsafeBytes(of: range.littleEndian) { raw.replaceSubrange(24..<28, with: $0) }
       withUnsafeBytes(of: stringFlags.littleEndian) { raw.replaceSubrange(28..<32, with: $0) }
       raw.replaceSubrange(32..<(32 + value.count), with: value)
       raw[160] = UInt8(ascii: "d")  // a description, so a match ends the walk
@@ -63,10 +66,11 @@ struct SoftMagicHazardTests {
   @Test func aTopLevelSixteenBitStringAtAMovingOffsetDisablesTheScreen() {
     let png = Record(type: 5, value: [0x89, 0x50, 0x4E, 0x47])
     for type: UInt8 in [18, 19] {  // FILE_BESTRING16, FILE_LESTRING16
-      let fixed = Record(type: type, offset: 8, value: Array("ab".utf8))
+      let fixed = Record(type: type, offset: 100, value: Array("ab".utf8))
       let minimumLength = Self.screen([png, fixed])?.minimumLength
       #expect(
-        minimumLength.map { $0 >= 8 + 2 * 2 + 2 } ?? false, "\(String(describing: minimumLength))")
+        minimumLength.map { $0 >= 100 + 2 * 2 + 2 } ?? false, "\(String(describing: minimumLength))"
+      )
       for flag: UInt8 in [0x01, 0x02, 0x80] {  // indirect, relative, from the end
         var moving = fixed
         moving.flags = flag
@@ -78,6 +82,33 @@ struct SoftMagicHazardTests {
         #expect(accepted, "type \(type), flags \(flag)")
       }
     }
+  }
+
+  /// A continuation at a moving offset reads stale bytes only from its own rule when an
+  /// ancestor copied a value first; a `search` doesn't (libmagic keeps only where it matched),
+  /// so below one the bytes come from another rule, or another upload: no screen then.
+  @Test func aSixteenBitStringBelowASearchDisablesTheScreen() {
+    let strong = Record(type: 5, value: [0x01, 0x02, 0x03, 0x04])
+    let search = Record(type: 20, range: 100, value: [0xFF])
+    let number = Record(type: 1, value: [0])  // `0 byte 0`
+    var below = Record(level: 1, flags: 0x02, type: 19, value: Array("ab".utf8))  // >&0 lestring16
+    let belowSearch = Self.screen([strong, search, below]) == nil
+    #expect(belowSearch)
+    let belowNumber = Self.screen([strong, number, below]) != nil
+    #expect(belowNumber)
+    below.level = 2
+    let grandchild = Record(level: 1, type: 20, range: 10, value: [0xFE])
+    let belowSearchBelowNumber = Self.screen([strong, number, grandchild, below]) != nil
+    #expect(belowSearchBelowNumber)
+    // An earlier line under the same parent ran first and copied (Debian's `trace-etl`)…
+    let sibling = Record(level: 1, type: 1, value: [0])
+    let afterSibling = Self.screen([strong, search, sibling, grandchild, below]) != nil
+    #expect(afterSibling)
+    // …but one deeper in an earlier branch may not have run.
+    var cousin = sibling
+    cousin.level = 2
+    let afterCousin = Self.screen([strong, search, grandchild, cousin, grandchild, below]) == nil
+    #expect(afterCousin)
   }
 
   /// libmagic's pass over binary data skips the rules compiled as text tests, so the screen
@@ -95,19 +126,24 @@ struct SoftMagicHazardTests {
     #expect(data.withUnsafeBytes { screen.verdict($0) } == .wholeDatabase)
   }
 
-  /// With `/c` or `/C`, libmagic compares `tolower`/`toupper` of the data in the process's
-  /// locale; in ISO-8859-9 `toupper("i")` is 0xDD. So a pattern byte from 0x80 up may match an
-  /// ASCII byte, and the screen must not call that test failed.
+  /// With `/c` (a lowercase pattern byte) or `/C` (an uppercase one), libmagic compares
+  /// `tolower`/`toupper` of the data in the process's locale; in ISO-8859-9 `toupper("i")` is
+  /// 0xDD and `tolower("I")` is 0xFD. So a pattern byte from 0x80 up may match an ASCII byte,
+  /// and the screen must not call that test failed.
   @Test func aFoldedPatternByteFromTheHighHalfMayMatchASCII() throws {
-    for stringFlags: UInt32 in [0x04, 0x08] {  // /c, /C
-      let record = Record(type: 5, stringFlags: stringFlags, value: [0xDD, 0x4E])
+    for (stringFlags, pattern, data) in [
+      (UInt32(0x08), [UInt8(0xDD), UInt8(ascii: "N")], Array("iN".utf8)),  // /C
+      (UInt32(0x04), [UInt8(0xFD), UInt8(ascii: "n")], Array("In".utf8)),  // /c
+    ] {
+      let record = Record(type: 5, stringFlags: stringFlags, value: pattern)
       let bytes = Self.database([record])
       let test = try bytes.withUnsafeBytes { raw in
         let magic = try #require(CompiledMagic(base: raw.baseAddress!, size: raw.count))
         return try #require(SoftMagicTest(magic.entry(0)))
       }
-      for data in [Array("in".utf8), Array("iN".utf8), [0xFD, 0x6E], [0xDD, 0x4E]] {
-        #expect(data.withUnsafeBytes { test.mayMatch($0) }, "\(data), flags \(stringFlags)")
+      for candidate in [data, [pattern[0], data[1]]] {
+        #expect(
+          candidate.withUnsafeBytes { test.mayMatch($0) }, "\(candidate), flags \(stringFlags)")
       }
       // A byte the pattern has as it is (not a letter) still has to be there.
       let digit = Record(type: 5, stringFlags: stringFlags, value: [0xDD, 0x37])

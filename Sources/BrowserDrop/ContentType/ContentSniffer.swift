@@ -95,8 +95,9 @@ final class ContentSniffer: Sendable {
   }
 
   /// ``sniff(_:)``'s answer when a small database gives it at once (binary data the screen
-  /// clears, a free handle), `nil` otherwise. Tens of microseconds where it answers, so it may
-  /// run on a thread that must not wait; a `nil` leaves ``sniff(_:)`` for the blocking pool.
+  /// clears, a free handle), `nil` otherwise: then ``sniff(_:)`` on the blocking pool. On a
+  /// short buffer it answers in tens of microseconds, so it may run on a thread that must not
+  /// wait (the only lock it may wait on is the MIME type table's, held for a lookup).
   func sniffIfQuick(_ prefix: UnsafeRawBufferPointer) -> SniffResult? {
     let bytes = UnsafeRawBufferPointer(rebasing: prefix.prefix(Self.prefixLength))
     guard let answer = residual?.identifyIfClearedWithoutWaiting(bytes) else { return nil }

@@ -95,15 +95,17 @@ final class MagicHandles: Sendable {
     return handles[start % handles.count].identify(bytes)
   }
 
-  /// libmagic's answer from the first free handle; `.none` at once when every handle is busy.
-  func identifyWithoutWaiting(_ bytes: UnsafeRawBufferPointer) -> String?? {
+  /// libmagic's answer from the first free handle; `nil` at once when every handle is busy,
+  /// and when libmagic reports an error (the caller then asks again where it may wait, as
+  /// ``identify(_:)``'s callers do).
+  func identifyWithoutWaiting(_ bytes: UnsafeRawBufferPointer) -> String? {
     let start = next.wrappingAdd(1, ordering: .relaxed).oldValue & Int.max
     for offset in 0..<handles.count {
       if let answer = handles[(start + offset) % handles.count].identifyIfFree(bytes) {
         return answer
       }
     }
-    return .none
+    return nil
   }
 }
 

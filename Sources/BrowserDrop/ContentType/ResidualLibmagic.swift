@@ -63,12 +63,13 @@ final class ResidualLibmagic: Sendable {
     }
   }
 
-  /// Like ``identifyIfCleared(_:)``, but never waits for a handle: `.none` when the whole
-  /// database must be asked or every small database's handle is busy. A small database's walk
-  /// is short (about 0.1M instructions on 16 KiB), so this may run where waiting may not.
-  func identifyIfClearedWithoutWaiting(_ bytes: UnsafeRawBufferPointer) -> String?? {
+  /// Like ``identifyIfCleared(_:)``, but never waits for a handle: `nil` when the whole
+  /// database must be asked, every small database's handle is busy, or libmagic reports an
+  /// error. A small database's walk is short (about 0.1M instructions on 16 KiB of random
+  /// data), so this may run where waiting may not.
+  func identifyIfClearedWithoutWaiting(_ bytes: UnsafeRawBufferPointer) -> String? {
     switch verdict(bytes) {
-    case .wholeDatabase: .none
+    case .wholeDatabase: nil
     case .residual: residual.identifyWithoutWaiting(bytes)
     case .unscreened: unscreened.identifyWithoutWaiting(bytes)
     }

@@ -58,8 +58,8 @@ struct SoftMagicScreen: Sendable {
   let minimumLength: Int
 
   /// Sorts `magic`'s rules; `nil` when an `indirect` line in the copied rules could be reached on
-  /// any data, or a copied rule starts with a 16-bit string test at a relative or indirect
-  /// offset, so the copies could never answer alone.
+  /// any data, or a copied 16-bit string test at a relative or indirect offset could read bytes
+  /// left by another rule, so the copies could never answer alone.
   init?(_ magic: CompiledMagic) {
     var tests: [SoftMagicTest] = []
     var strong: [Bool] = []
@@ -100,10 +100,12 @@ struct SoftMagicScreen: Sendable {
         guard entry.type == 18 || entry.type == 19 else { continue }
         if entry.flags & 0x87 == 0 {
           minimumLength = max(minimumLength, Int(entry.offset) + 2 * entry.valueLength + 2)
-        } else if entry.level == 0 {
-          // A top-level 16-bit string at a moving offset can run past any length, into bytes
-          // an earlier rule left, and the earlier rules differ between the databases. Debian
-          // 12's database has none; a database with one gets no screen.
+        } else if !Self.valueWrittenBefore(index, in: range, magic: magic) {
+          // A 16-bit string at a moving offset can run past any length, into the bytes the last
+          // test that copied a value left. Unless a line of its own rule did that first, that
+          // was another rule (or another upload), which differs between the databases. Debian
+          // 12's database has no such line (in its `trace-etl`, a `byte` line runs first); a
+          // database with one gets no screen.
           return nil
         }
       }
@@ -182,6 +184,30 @@ struct SoftMagicScreen: Sendable {
   }
 
   // MARK: Building
+
+  /// Whether a line that certainly ran before line `index` of `rule` copied its value into
+  /// libmagic's value buffer. Certain to have run (if line `index` runs at all) are its
+  /// ancestors and the earlier lines at an ancestor's level or its own under the same parent,
+  /// each evaluated in order once its parent matched; lines deeper than that belong to an
+  /// earlier branch that may not have run. Numbers and plain, Pascal and 16-bit strings read at
+  /// a direct offset copy their value; searches, regular expressions, DER and the structural
+  /// lines (`name`, `use`, `indirect`, `default`, `clear`) do not.
+  private static func valueWrittenBefore(
+    _ index: Int, in rule: Range<Int>, magic: CompiledMagic
+  ) -> Bool {
+    var level = magic.entry(index).level
+    var line = index
+    while line > rule.lowerBound {
+      line -= 1
+      let entry = magic.entry(line)
+      guard entry.level <= level else { continue }
+      level = entry.level
+      let direct =
+        entry.flags & (MagicEntry.Flag.indirect | MagicEntry.Flag.negativeOffset) == 0
+      if direct && SoftMagicTest.copiesValue(entry.type) { return true }
+    }
+    return false
+  }
 
   /// Named rules (set 1) by name.
   private static func namedRules(_ magic: CompiledMagic) -> [[UInt8]: Range<Int>] {

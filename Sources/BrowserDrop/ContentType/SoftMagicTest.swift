@@ -10,7 +10,8 @@ import Glibc
 /// the bytes at a fixed offset (indirect or relative offsets, offsets from the end, regular
 /// expressions, DER, 16-bit strings, dates, floats) are not built (`init` returns `nil`); the
 /// caller treats them as always matching. Case-folded strings (`/c`, `/C`) are read without
-/// trusting the locale: a letter matches either ASCII case or any byte from 0x80 up.
+/// trusting the locale: a letter matches either ASCII case or any byte from 0x80 up, and a
+/// pattern byte from 0x80 up matches any byte.
 struct SoftMagicTest: Sendable {
   private enum Kind: Sendable {
     /// An integer of `width` bytes, through the mask operator, compared with a relation.
@@ -118,7 +119,8 @@ struct SoftMagicTest: Sendable {
     anchor = prefix.firstIndex { !(folding && Self.folds($0)) }
     needed = entry.valueLength
     let folds = foldsCase
-    let pinned = prefix.reduce(0.0) { $0 + (folds && Self.folds($1) ? 1 : 8) }
+    // A folded ASCII letter still pins down 7 bits (counted as 1); a folded high byte, none.
+    let pinned = prefix.reduce(0.0) { $0 + (folds && Self.folds($1) ? ($1 >= 0x80 ? 0 : 1) : 8) }
     let exactFirst = prefix.first.flatMap { folds && Self.folds($0) ? nil : $0 }
     switch entry.type {
     case 5:  // FILE_STRING
@@ -260,6 +262,12 @@ struct SoftMagicTest: Sendable {
 
   private static func isBlank(_ byte: UInt8) -> Bool {
     byte == 0x20 || (0x09...0x0D).contains(byte)
+  }
+
+  /// Whether libmagic copies the value a line of `type` reads into its value buffer (`mcopy`
+  /// in softmagic.c): integers and plain, Pascal and 16-bit strings do.
+  static func copiesValue(_ type: UInt8) -> Bool {
+    integerLayout(type) != nil || [5, 13, 18, 19].contains(type)
   }
 
   /// Width and byte order of libmagic's integer types (native order is little-endian here).

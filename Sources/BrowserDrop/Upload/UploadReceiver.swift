@@ -38,7 +38,7 @@ struct UploadReceiver {
         close(partial.fd)
       }
       let inspected = try await streamBody(into: partial.fd, leftover: leftover)
-      let found = try await finishWriting(partial.fd, alreadyFound: inspected)
+      let found = try await finishWriting(partial.fd, alreadyFound: inspected, wroteItAll: true)
       if let refusal = found.refusal { throw .refusedContent(refusal) }
       if Task.isCancelled { throw .cancelled }
       return .success(try await store(partial, found: found, installed: &installed))
@@ -75,7 +75,10 @@ struct UploadReceiver {
       let inspected = try await streamBody(
         into: fd, leftover: leftover, from: resumable.offset, until: resumable.hold,
         checkpoint: Self.checkpoint(resumable, fd: fd, record: record))
-      let found = try await finishWriting(fd, alreadyFound: inspected)
+      // A resumed upload's first bytes may come from an earlier request (or run of the
+      // process), so they may have left the page cache: no sniff on this thread then.
+      let found = try await finishWriting(
+        fd, alreadyFound: inspected, wroteItAll: resumable.offset == 0)
       if let refusal = found.refusal { throw .refusedContent(refusal) }
       if Task.isCancelled { throw .cancelled }
       return try await store(partial, found: found, installed: &installed)
@@ -116,9 +119,10 @@ struct UploadReceiver {
   }
 
   /// The last byte is written: makes it durable, and finds out what a body that fitted in the
-  /// sniffed prefix is, off the cooperative pool.
+  /// sniffed prefix is, off the cooperative pool (on this thread only when `wroteItAll`, this
+  /// request wrote the whole file, and a small magic database answers at once).
   private func finishWriting(
-    _ fd: Int32, alreadyFound: ContentInspector.Finding?
+    _ fd: Int32, alreadyFound: ContentInspector.Finding?, wroteItAll: Bool
   ) async throws(BodyFailure) -> ContentInspector.Finding {
     let durable = services.configuration.durability
     let inspector = services.contentInspector
@@ -132,8 +136,9 @@ struct UploadReceiver {
       return .success(alreadyFound ?? inspector.inspect(fd: fd, fileExtension: fileExtension))
     }
     // Nothing to flush, and the sniff (if any) answered at once: skip the hop to the I/O pool.
-    if !durable, alreadyFound == nil,
-      let found = inspector.quickFinding(fd: fd, fileExtension: fileExtension)
+    if !durable, alreadyFound == nil, wroteItAll,
+      let found = inspector.quickFinding(
+        fd: fd, size: ticket.upload.size, fileExtension: fileExtension)
     {
       return found
     }
