@@ -15,17 +15,28 @@ final class ManualClock: SessionClock {
     var now = Duration.zero
     var sleepers: [UInt64: Sleeper] = [:]
     var nextID: UInt64 = 0
-    /// Tests waiting for a sleeper with a given deadline.
-    var watchers: [(deadline: Duration, continuation: CheckedContinuation<Void, Never>)] = []
     /// Socket deadlines made so far (``deadline(after:)``).
     var deadlinesMade = 0
-    /// Tests waiting for that count to reach a number.
-    var deadlineWatchers: [DeadlineWatcher] = []
+    /// Tests waiting for something to hold: a sleeper with a given deadline, a count of
+    /// deadlines made (``sleeper(until:within:sourceLocation:)``,
+    /// ``deadlinesMade(_:within:sourceLocation:)``).
+    var watchers: [Watcher] = []
+
+    /// Removes the watchers whose condition holds now, for their continuations to be resumed
+    /// outside the lock.
+    mutating func takeMetWatchers() -> [CheckedContinuation<Void, Never>] {
+      let state = self
+      let (met, waiting) = watchers.partitioned { $0.isMet(state) }
+      watchers = waiting
+      return met.map(\.continuation)
+    }
   }
 
-  private typealias DeadlineWatcher = (
-    id: UInt64, count: Int, continuation: CheckedContinuation<Void, Never>
-  )
+  private struct Watcher {
+    let id: UInt64
+    let isMet: @Sendable (State) -> Bool
+    let continuation: CheckedContinuation<Void, Never>
+  }
 
   private let state = Mutex(State())
 
@@ -41,15 +52,13 @@ final class ManualClock: SessionClock {
         // Continuations are resumed outside the lock: the event loop reads `now` under its own
         // lock, and a resumed task may be queued on the loop.
         let (resumeNow, ready) = state.withLock {
-          state -> (Bool, [(deadline: Duration, continuation: CheckedContinuation<Void, Never>)]) in
+          state -> (Bool, [CheckedContinuation<Void, Never>]) in
           let deadline = state.now + duration
           guard deadline > state.now else { return (true, []) }
           state.sleepers[id] = Sleeper(deadline: deadline, continuation: continuation)
-          let (ready, waiting) = state.watchers.partitioned { $0.deadline == deadline }
-          state.watchers = waiting
-          return (false, ready)
+          return (false, state.takeMetWatchers())
         }
-        for watcher in ready { watcher.continuation.resume() }
+        for watcher in ready { watcher.resume() }
         if resumeNow { continuation.resume() }
       }
     } onCancel: {
@@ -63,11 +72,9 @@ final class ManualClock: SessionClock {
   func deadline(after duration: Duration) -> Deadline {
     let (deadline, ready) = state.withLock { state in
       state.deadlinesMade += 1
-      let (ready, waiting) = state.deadlineWatchers.partitioned { $0.count <= state.deadlinesMade }
-      state.deadlineWatchers = waiting
-      return (Deadline.onClock(self, state.now + duration), ready)
+      return (Deadline.onClock(self, state.now + duration), state.takeMetWatchers())
     }
-    for watcher in ready { watcher.continuation.resume() }
+    for watcher in ready { watcher.resume() }
     return deadline
   }
 
@@ -78,32 +85,10 @@ final class ManualClock: SessionClock {
     _ count: Int, within limit: Duration = .seconds(20),
     sourceLocation: SourceLocation = #_sourceLocation
   ) async {
-    let id = state.withLock { state in
-      defer { state.nextID += 1 }
-      return state.nextID
-    }
-    let timer = Task {
-      try await Task.sleep(for: limit)
-      let waiting = state.withLock { state in
-        let index = state.deadlineWatchers.firstIndex { $0.id == id }
-        return index.map { state.deadlineWatchers.remove(at: $0) }
-      }
-      guard let waiting else { return }
-      let made = state.withLock { $0.deadlinesMade }
-      Issue.record(
-        "only \(made) of \(count) socket deadlines made within \(limit)",
-        sourceLocation: sourceLocation)
-      waiting.continuation.resume()
-    }
-    defer { timer.cancel() }
-    await withCheckedContinuation { continuation in
-      let reached = state.withLock { state -> Bool in
-        if state.deadlinesMade >= count { return true }
-        state.deadlineWatchers.append((id, count, continuation))
-        return false
-      }
-      if reached { continuation.resume() }
-    }
+    await wait(
+      until: { $0.deadlinesMade >= count }, within: limit,
+      otherwise: { "only \($0.deadlinesMade) of \(count) socket deadlines made within \(limit)" },
+      sourceLocation: sourceLocation)
   }
 
   /// Moves time forward, waking every sleeper whose deadline has come and making the event loop
@@ -119,16 +104,54 @@ final class ManualClock: SessionClock {
     Reactor.shared.recheckDeadlines()
   }
 
-  /// Returns once something sleeps until `deadline` (at once if something already does).
-  func sleeper(until deadline: Duration) async {
+  /// Returns once something sleeps until `deadline` (at once if something already does), or
+  /// records an issue after `limit` of real time: a sleeper that never comes (the task the test
+  /// expects to sleep ended instead) fails the test, rather than holding the whole run.
+  func sleeper(
+    until deadline: Duration, within limit: Duration = .seconds(20),
+    sourceLocation: SourceLocation = #_sourceLocation
+  ) async {
+    await wait(
+      until: { $0.sleepers.values.contains { $0.deadline == deadline } }, within: limit,
+      otherwise: { state in
+        let asleep = state.sleepers.values.map(\.deadline).sorted()
+        return "nothing slept until \(deadline) within \(limit) (asleep until: \(asleep))"
+      },
+      sourceLocation: sourceLocation)
+  }
+
+  /// Returns once `condition` holds for the clock's state (checked now, and again whenever a
+  /// sleeper or a deadline is added), or records the issue `otherwise` describes after `limit`
+  /// of real time.
+  private func wait(
+    until condition: @escaping @Sendable (State) -> Bool, within limit: Duration,
+    otherwise failure: @escaping @Sendable (State) -> String, sourceLocation: SourceLocation
+  ) async {
+    let id = state.withLock { state in
+      defer { state.nextID += 1 }
+      return state.nextID
+    }
+    var timer: Task<Void, any Error>?
     await withCheckedContinuation { continuation in
-      let present = state.withLock { state -> Bool in
-        if state.sleepers.values.contains(where: { $0.deadline == deadline }) { return true }
-        state.watchers.append((deadline, continuation))
+      let met = state.withLock { state -> Bool in
+        if condition(state) { return true }
+        state.watchers.append(Watcher(id: id, isMet: condition, continuation: continuation))
         return false
       }
-      if present { continuation.resume() }
+      if met { return continuation.resume() }
+      // Started once the watcher is in place, so that it always finds it unless it was met.
+      timer = Task {
+        try await Task.sleep(for: limit)
+        let expired = state.withLock { state -> (CheckedContinuation<Void, Never>, String)? in
+          guard let index = state.watchers.firstIndex(where: { $0.id == id }) else { return nil }
+          return (state.watchers.remove(at: index).continuation, failure(state))
+        }
+        guard let (continuation, message) = expired else { return }
+        Issue.record(Comment(rawValue: message), sourceLocation: sourceLocation)
+        continuation.resume()
+      }
     }
+    timer?.cancel()
   }
 
   /// The deadlines of everything asleep, earliest first.

@@ -54,6 +54,11 @@ struct TimingRuleTests {
     var last = try #require(await lists.next())
     while !last.isEmpty { last = try #require(await lists.next()) }
     #expect(!session.clock.deadlines.contains(.milliseconds(300)))
+    // So a wait for a sleeper at 300 ms ends in an issue within its bound, not in a hang:
+    // `ConnectionTests` once waited so for a turn that never came, and the run never ended.
+    await withKnownIssue("the progress task ended instead of sleeping again") {
+      await session.clock.sleeper(until: .milliseconds(300), within: .milliseconds(500))
+    }
   }
 
   /// The addresses are looked at again every 2 s of the clock, for as long as the session lasts.
