@@ -53,10 +53,11 @@ extension SMBFileSystem {
     }
   }
 
-  /// The manifest open for appending, with an exclusive `flock` held through its descriptor.
+  /// The manifest open for appending (and reading: a record's append reads the last byte), with
+  /// an exclusive `flock` held through its descriptor.
   static func lockedManifest(_ path: String) throws(ForwardFailure) -> Int32 {
     do throws(SystemError) {
-      let file = try Syscall.blocking("open") { Glibc.open(path, O_WRONLY | O_APPEND | O_CLOEXEC) }
+      let file = try Syscall.blocking("open") { Glibc.open(path, O_RDWR | O_APPEND | O_CLOEXEC) }
       // A file system without flock (ENOLCK, EOPNOTSUPP): the child still records, but a
       // resume does not wait for it.
       _ = try? Syscall.blocking("flock") { flock(file, LOCK_EX) }
