@@ -1,3 +1,4 @@
+import BrowserDropSystem
 import BrowserDropTestSupport
 import Foundation
 import Glibc
@@ -6,7 +7,8 @@ import Testing
 @testable import BrowserDropForwarding
 
 /// The manifest's records on the disk: a record cut short (a crash, a full disk) never takes the
-/// next one with it, and a record whose write fails is cut off again.
+/// next one with it, a record whose write fails is cut off again, and a reader waiting for a
+/// claim child's lock leaves the local lane to everyone else.
 @Suite("Manifest records and lock")
 struct ManifestTests {
   /// A record for `source`, as `Manifest.append` writes it: one JSON line.
@@ -92,5 +94,66 @@ struct ManifestTests {
     try await Self.append("f.txt", in: folder)
     #expect(try Self.bytes(of: url) == kept + after)
     #expect(try await Self.sources(in: folder) == ["a.txt", "d.txt", "f.txt"])
+  }
+
+  /// A manifest whose exclusive lock is held (as a claim child holds it): the load waits off the
+  /// local lane, so a job queued there after it finishes at once, and once the lock is released
+  /// the load returns the records.
+  @Test func aLoadWaitingForTheLockLeavesTheLaneFree() async throws {
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let folder = try scratch.folder("batch", [:])
+    let url = folder.appendingPathComponent(Manifest.fileName)
+    let record = try await Self.line("a.txt")
+    try Data(record).write(to: url)
+    let holder = open(url.path, O_RDONLY | O_CLOEXEC)
+    try #require(holder >= 0)
+    var released = false
+    defer { if !released { close(holder) } }
+    // Uncontended, so it returns at once.
+    try #require(flock(holder, LOCK_EX | LOCK_NB) == 0)
+
+    let (locked, found) = AsyncStream<Void>.makeStream()
+    let load = Task {
+      try await Manifest.load(folder: folder.path, destination: "smb://test/share") {
+        _ = found.yield()
+      }.attempts.keys.sorted()
+    }
+    defer { load.cancel() }
+    try await within(.seconds(10)) {
+      for await _ in locked { return }
+    }
+    let started = ContinuousClock.now
+    let answer = try await within(.seconds(5)) {
+      await DedicatedThread.localIO.run { 42 }
+    }
+    let waited = ContinuousClock.now - started
+    print("a job on the local lane while a load waits for the lock: \(waited)")
+    #expect(answer == 42)
+    #expect(waited < .seconds(1))
+
+    close(holder)
+    released = true
+    let sources = try await within(.seconds(10)) { try await load.value }
+    #expect(sources == ["a.txt"])
+  }
+}
+
+/// A wait that did not end in time.
+struct TimedOut: Error {}
+
+/// `body`'s result, or `TimedOut` once `limit` has passed (`body` is then cancelled).
+func within<T: Sendable>(
+  _ limit: Duration, _ body: @escaping @Sendable () async throws -> T
+) async throws -> T {
+  try await withThrowingTaskGroup(of: T?.self) { group in
+    group.addTask { try await body() }
+    group.addTask {
+      try await Task.sleep(for: limit)
+      return nil
+    }
+    defer { group.cancelAll() }
+    guard let first = try await group.next(), let value = first else { throw TimedOut() }
+    return value
   }
 }

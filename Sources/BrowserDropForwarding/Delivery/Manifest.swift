@@ -74,33 +74,61 @@ struct Manifest: Sendable {
   /// ``DestinationFileSystem/claim(_:recording:in:trial:)``) holds an exclusive one from its
   /// start until it exits, which it does only after its last claim is recorded, also when the
   /// process that started it was killed meanwhile, so what it created is never read as
-  /// unrecorded. The wait is bounded by the child's own time limit.
-  static func load(folder: String, destination: String) async throws -> Manifest {
-    try await DedicatedThread.localIO.run { () throws(ForwardFailure) -> Manifest in
-      var manifest = Manifest(path: folder + "/" + fileName, destination: destination)
-      let file: FileDescriptor
-      do throws(SystemError) {
-        file = try FileDescriptor.open(manifest.path, O_RDONLY | O_CLOEXEC)
-      } catch {
-        if error.code == ENOENT { return manifest }
-        throw ForwardFailure(
-          kind: .sourceUnreadable, place: .source, item: fileName, errno: error.code)
+  /// unrecorded. The wait is bounded by the child's own time limit, and cancellable.
+  ///
+  /// The lane is not held while waiting: the lock is only tried there (`LOCK_NB`), and while it
+  /// is taken this task sleeps off the lane (1 ms, doubling up to 50 ms) before trying again, so
+  /// other jobs of the lane (another delivery's records) go on meanwhile. `whileLocked` (tests)
+  /// runs each time the lock was found taken.
+  static func load(
+    folder: String, destination: String, whileLocked: (@Sendable () async -> Void)? = nil
+  ) async throws -> Manifest {
+    let path = folder + "/" + fileName
+    var pause = Duration.milliseconds(1)
+    while true {
+      let read = try await DedicatedThread.localIO.run {
+        () throws(ForwardFailure) -> Manifest? in
+        try readUnlessLocked(path, destination: destination)
       }
-      let descriptor = file.rawValue
-      // A file system without flock (ENOLCK, EOPNOTSUPP) is read without waiting.
-      _ = try? Syscall.blocking("flock") { flock(descriptor, LOCK_SH) }
-      let data = FileManager.default.contents(atPath: manifest.path) ?? Data()
-      try? file.close()
-      let decoder = JSONDecoder()
-      for line in data.split(separator: UInt8(ascii: "\n")) {
-        // A line cut short by a crash is skipped: the step it announced was not taken.
-        guard let record = try? decoder.decode(Record.self, from: Data(line)),
-          record.destination == destination
-        else { continue }
-        manifest.apply(record)
-      }
-      return manifest
+      if let read { return read }
+      await whileLocked?()
+      try await Task.sleep(for: pause)
+      pause = min(pause * 2, .milliseconds(50))
     }
+  }
+
+  /// The records at `path` for `destination`, read under a shared lock; nil without reading
+  /// when another open file holds the exclusive lock (a claim child).
+  private static func readUnlessLocked(
+    _ path: String, destination: String
+  ) throws(ForwardFailure) -> Manifest? {
+    var manifest = Manifest(path: path, destination: destination)
+    let file: FileDescriptor
+    do throws(SystemError) {
+      file = try FileDescriptor.open(path, O_RDONLY | O_CLOEXEC)
+    } catch {
+      if error.code == ENOENT { return manifest }
+      throw ForwardFailure(
+        kind: .sourceUnreadable, place: .source, item: fileName, errno: error.code)
+    }
+    let descriptor = file.rawValue
+    do throws(SystemError) {
+      guard try Syscall.nonBlocking("flock", { flock(descriptor, LOCK_SH | LOCK_NB) }) != nil
+      else { return nil }
+    } catch {
+      // A file system without flock (ENOLCK, EOPNOTSUPP) is read without waiting.
+    }
+    let data = FileManager.default.contents(atPath: path) ?? Data()
+    try? file.close()
+    let decoder = JSONDecoder()
+    for line in data.split(separator: UInt8(ascii: "\n")) {
+      // A line cut short by a crash is skipped: the step it announced was not taken.
+      guard let record = try? decoder.decode(Record.self, from: Data(line)),
+        record.destination == destination
+      else { continue }
+      manifest.apply(record)
+    }
+    return manifest
   }
 
   private mutating func apply(_ record: Record) {
