@@ -18,6 +18,9 @@ import Glibc
 ///   delivery's claim child that makes the create (it holds an `flock` on this file while it
 ///   runs, see ``load(folder:destination:)``), then again with its id, before the temporary
 ///   file is renamed over it.
+/// * `unanswered` (SMB): the claim of the `installing` record's name failed without proof that
+///   nothing was created there (its answer was lost, or it timed out): an empty file found at
+///   that name later may be this attempt's claim.
 /// * `delivered`: in place and checked.
 ///
 /// Lines for other destinations are kept but ignored. The file has a hidden name and is never
@@ -30,6 +33,7 @@ struct Manifest: Sendable {
       case uploading
       case installing
       case claimed
+      case unanswered
       case delivered
     }
 
@@ -60,13 +64,39 @@ struct Manifest: Sendable {
     var claimed = false
     /// The claim's id; nil for a claim recorded before its id was read (no rename followed).
     var claimID: UInt64?
+    /// Whether the claim at `target` was sent and failed without an answer that proves nothing
+    /// was created (`unanswered`).
+    var claimUnanswered = false
     var delivered = false
+
+    /// The name this attempt may have created an empty claim at without recording it: its last
+    /// `installing` name, when no `claimed` or `delivered` record followed.
+    var unprovenClaim: UnprovenClaim? {
+      guard let target, !claimed, !delivered else { return nil }
+      return UnprovenClaim(target: target, fileID: fileID, answerLost: claimUnanswered)
+    }
+  }
+
+  /// A final name an attempt announced (`installing`) and never recorded as its claim: the
+  /// exclusive create may have happened there (its answer lost, or the process or its claim
+  /// child stopped before the record) or not (the name was someone else's), and nothing tells
+  /// which. An empty file found there is never removed; it is reported as a possible leftover.
+  struct UnprovenClaim: Sendable, Equatable {
+    var target: RelativePath
+    /// The attempt's uploaded file: a file at `target` carrying this id is the attempt's
+    /// delivery, not a claim.
+    var fileID: UInt64?
+    /// The claim was sent and its answer lost (`unanswered`), rather than stopped before it.
+    var answerLost: Bool
   }
 
   let path: String
   let destination: String
   /// The latest attempt of each source file for this destination.
   private(set) var attempts: [String: Attempt] = [:]
+  /// Per source file, the unproven claims of its earlier attempts (the latest attempt's is
+  /// ``Attempt/unprovenClaim``).
+  private(set) var unprovenClaims: [String: [UnprovenClaim]] = [:]
 
   /// Reads the manifest in `folder`, if any.
   ///
@@ -134,6 +164,9 @@ struct Manifest: Sendable {
   private mutating func apply(_ record: Record) {
     var attempt = attempts[record.source]
     if record.state == .uploading || attempt == nil || attempt?.id != record.attempt {
+      if let unproven = attempt?.unprovenClaim {
+        unprovenClaims[record.source, default: []].append(unproven)
+      }
       attempt = Attempt(size: record.size, id: record.attempt)
     }
     guard var attempt else { return }
@@ -146,6 +179,10 @@ struct Manifest: Sendable {
       attempt.target = record.target
       attempt.claimed = false
       attempt.claimID = nil
+      attempt.claimUnanswered = false
+    case .unanswered:
+      attempt.target = record.target
+      attempt.claimUnanswered = true
     case .claimed:
       attempt.target = record.target
       attempt.claimed = true
