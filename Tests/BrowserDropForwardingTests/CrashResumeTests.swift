@@ -112,18 +112,20 @@ struct CrashResumeTests {
     )
   }
 
-  /// The residual window, case 1: the server carries out a claim's create only after the claim
-  /// child's request timed out. The test's own smbd is stopped (`SIGSTOP` to its process group)
-  /// right before the third claim is sent and continued once the delivery has recorded the
-  /// claim as unanswered; the late create then leaves an empty file at that name. The resume
-  /// leaves it there, delivers the file under the next number, and reports the empty one as a
+  /// The residual window, case 1: a claim whose answer never comes back while the server
+  /// carries out its create. The test's own smbd is stopped (`SIGSTOP` to its process group)
+  /// right before the third claim is sent; once the create waits unread in the server's socket,
+  /// the claim child is killed (as a kill of it, or its alarm, would end it) and the server
+  /// continued, so the create is carried out with nobody to answer. The resume leaves the
+  /// empty file there, delivers the file under the next number, and reports the empty one as a
   /// claim whose answer was lost.
   ///
-  /// The third, not the second: libsmbclient checks a cached connection with an echo before a
-  /// request when it has never echoed on it, or not for longer than the request timeout
-  /// (`SMBC_check_server`), and a stopped server fails that echo first, so the create would
-  /// never be sent. The second claim makes that echo; the third follows within the timeout.
-  @Test("smbd hung during a claim: the late create is reported, never removed")
+  /// The third, not the second, and a 30 s request timeout: libsmbclient checks a cached
+  /// connection with an echo before a request when it has never echoed on it, or not for
+  /// longer than the request timeout (`SMBC_check_server`), and a stopped server would then
+  /// hold that echo instead of the create. The second claim makes the echo; the third follows
+  /// well within the timeout, even with every other suite on the SMB lane.
+  @Test("smbd hung during a claim whose child dies: the late create is reported, never removed")
   func serverHungDuringAClaim() async throws {
     let scratch = try Scratch()
     defer { scratch.remove() }
@@ -132,22 +134,30 @@ struct CrashResumeTests {
     let group = try Self.processGroup(of: own)
     defer { kill(-group, SIGCONT) }  // Never leave it stopped, whatever fails.
     let destination = try own.destination(
-      "guest", "hung", options: SMBOptions(timeout: .seconds(5)))
+      "guest", "hung", options: SMBOptions(timeout: .seconds(30)))
     let files = [
       "x.txt": Data("first".utf8), "y.txt": Data("second".utf8), "z.txt": Data("3".utf8),
     ]
     let batch = try scratch.folder("batch", files)
-    let manifest = batch.appendingPathComponent(Manifest.fileName)
     var hanging = Forwarder()
     let claims = Counter()
     hanging.beforeClaim = {
       guard await claims.next() == 3 else { return }
       kill(-group, SIGSTOP)
       Task {
-        for _ in 0..<3000 {
-          let records = (try? String(contentsOf: manifest, encoding: .utf8)) ?? ""
-          if records.contains(#""state":"unanswered""#) { break }
-          try? await Task.sleep(for: .milliseconds(10))
+        for _ in 0..<1000 {
+          if await Self.requestWaiting(at: port) { break }
+          try? await Task.sleep(for: .milliseconds(5))
+        }
+        let children = ClaimTests.claimChildren()
+        for child in children {
+          guard let pid = pid_t(child), pid > 0 else { continue }  // Never 0: this group.
+          kill(pid, SIGKILL)
+        }
+        for child in children {
+          for _ in 0..<2000 where ClaimTests.isRunning(child) {
+            try? await Task.sleep(for: .milliseconds(1))
+          }
         }
         kill(-group, SIGCONT)
       }
@@ -171,6 +181,22 @@ struct CrashResumeTests {
     #expect(report.files.map(\.destination) == ["x.txt", "y.txt", "z 2.txt"])
     #expect(
       report.possibleLeftovers == [.init(source: "z.txt", path: "z.txt", reason: .claimAnswerLost)])
+  }
+
+  /// Whether a connection to the server listening on 127.0.0.1:`port` holds bytes the server
+  /// has not read, such as a request waiting in a stopped smbd: the `Recv-Q` of the server's
+  /// end, as ss(8) reads it over netlink (/proc/net/tcp lists every socket of the machine,
+  /// megabytes of them on a busy test host).
+  static func requestWaiting(at port: Int) async -> Bool {
+    guard
+      let run = try? await ChildProcess.capture(
+        "/usr/bin/ss", ["-tnH", "state", "established", "( sport = :\(port) )"],
+        timeout: .seconds(10))
+    else { return false }
+    return run.output.split(separator: "\n").contains { line in
+      // Recv-Q, Send-Q, local address, peer address.
+      line.split(separator: " ").first.flatMap { Int($0) }.map { $0 > 0 } ?? false
+    }
   }
 
   /// The process group of a server of the test's own: its smbd leads one (it is never started
