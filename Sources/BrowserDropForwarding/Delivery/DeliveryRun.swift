@@ -325,14 +325,18 @@ struct DeliveryRun {
   /// where an empty file is now: it may be a claim an earlier attempt made, so it stays (it may
   /// as well be another writer's), and the operator learns of it (``ForwardReport``). A name
   /// that can't be read now is not reported.
+  ///
+  /// The file's id is not compared with the attempt's upload: with no `claimed` record no
+  /// rename went onto the name (one the resume took for the delivery is not asked about), and
+  /// the id can match by chance: a create the server carried out after the failed attempt
+  /// removed its temporary file can get that file's inode number (seen on smbd 4.17).
   private mutating func notePossibleLeftovers(
     of file: SourceFile, _ claims: [Manifest.UnprovenClaim]
   ) async {
     for claim in claims {
       let path = joined(claim.target)
       guard !possibleLeftovers.contains(where: { $0.path == path }),
-        let found = try? await fileSystem.fileID(at: claim.target), found.size == 0,
-        claim.fileID.map({ $0 != found.id }) ?? true
+        let found = try? await fileSystem.fileID(at: claim.target), found.size == 0
       else { continue }
       possibleLeftovers.append(
         .init(

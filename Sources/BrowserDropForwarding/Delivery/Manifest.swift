@@ -73,7 +73,7 @@ struct Manifest: Sendable {
     /// `installing` name, when no `claimed` or `delivered` record followed.
     var unprovenClaim: UnprovenClaim? {
       guard let target, !claimed, !delivered else { return nil }
-      return UnprovenClaim(target: target, fileID: fileID, answerLost: claimUnanswered)
+      return UnprovenClaim(target: target, answerLost: claimUnanswered)
     }
   }
 
@@ -83,9 +83,6 @@ struct Manifest: Sendable {
   /// which. An empty file found there is never removed; it is reported as a possible leftover.
   struct UnprovenClaim: Sendable, Equatable {
     var target: RelativePath
-    /// The attempt's uploaded file: a file at `target` carrying this id is the attempt's
-    /// delivery, not a claim.
-    var fileID: UInt64?
     /// The claim was sent and its answer lost (`unanswered`), rather than stopped before it.
     var answerLost: Bool
   }
