@@ -25,7 +25,7 @@ let package = Package(
     // SwiftPM puts a system library's `-lsmbclient` first on every product's link line, ahead of
     // any linker setting (so `--as-needed` can't drop it), and the ~105 libraries it needs would
     // be mapped at every start: 12 MiB of resident memory even when nothing goes to SMB.
-    .target(name: "CSMBClientLoader"),
+    .target(name: "CSMBClientLoader", dependencies: ["CBrowserDropLinux"]),
     // libsystemd's sd_notify, opened with dlopen only when NOTIFY_SOCKET is set (under a
     // Type=notify unit): only its header (libsystemd-dev) is needed to build. Not a pkg-config
     // system library, for the reason given for libsmbclient above: linked, libsystemd and the
@@ -85,7 +85,8 @@ let package = Package(
       swiftSettings: upcoming),
 
     // Runs a server into environment failures (no descriptors, a failed epoll_wait) in a process
-    // of its own; run by EnvironmentFailureTests.
+    // of its own, run by EnvironmentFailureTests; and record appends under a file size limit,
+    // run by ManifestTests.
     .executableTarget(
       name: "BrowserDropFaultHost", dependencies: ["BrowserDrop", "BrowserDropSystem"],
       path: "Tests/BrowserDropFaultHost", swiftSettings: upcoming),
@@ -108,7 +109,8 @@ let package = Package(
       swiftSettings: upcoming),
     .testTarget(
       name: "BrowserDropForwardingTests",
-      dependencies: ["BrowserDropForwarding", "BrowserDropTestSupport"], swiftSettings: upcoming),
+      dependencies: ["BrowserDropForwarding", "BrowserDropSystem", "BrowserDropTestSupport"],
+      swiftSettings: upcoming),
     .testTarget(
       name: "BrowserDropCommandTests",
       dependencies: ["browserdrop", "BrowserDropSystem", "BrowserDropTestSupport"],

@@ -16,6 +16,8 @@ public struct Forwarder: Sendable {
 
   /// Tests only: where a delivery ends as if the process had been killed there.
   var crashPoint: Checkpoint?
+  /// Tests only: runs right before each claim (SMB) is sent; e.g. to stop the server there.
+  var beforeClaim: (@Sendable () async -> Void)?
   /// Tests only: runs right after a claim and its record (SMB), before anything else touches
   /// the share; e.g. to stop the server there.
   var afterClaim: (@Sendable () async -> Void)?
@@ -44,7 +46,8 @@ public struct Forwarder: Sendable {
     let fileSystem = try await backend.open()
     var run = DeliveryRun(
       fileSystem: fileSystem, policy: policy, verify: verify, reportProgress: progress,
-      crashPoint: crashPoint, afterClaim: afterClaim, claimTrial: claimTrial, manifest: manifest,
+      crashPoint: crashPoint, beforeClaim: beforeClaim, afterClaim: afterClaim,
+      claimTrial: claimTrial, manifest: manifest,
       progress: ForwardProgress(
         completedFiles: 0, totalFiles: tree.fileCount, completedBytes: 0,
         totalBytes: tree.byteCount))
@@ -61,9 +64,12 @@ public struct Forwarder: Sendable {
         throw ForwardFailure(kind: .sourceUnreadable, place: .source, item: folderPath, errno: EIO)
       }
     }
+    // A name this run delivered to was free after all (removed meanwhile): not a leftover.
+    let delivered = Set(run.delivered.map(\.destination))
     return ForwardReport(
       destination: destination.description, files: run.delivered, renames: run.renames,
-      resumedFiles: run.resumed, bytesSent: run.bytesSent)
+      resumedFiles: run.resumed, bytesSent: run.bytesSent,
+      possibleLeftovers: run.possibleLeftovers.filter { !delivered.contains($0.path) })
   }
 
   /// Removes a delivered folder with its manifest last: a stop part-way through the removal

@@ -1,3 +1,4 @@
+import CBrowserDropLinux
 import Glibc
 
 /// Writes that survive a power cut, written once for every part of the project: a file's data
@@ -11,23 +12,36 @@ package enum Durable {
     try folder.sync()
   }
 
-  /// Appends `bytes` to the file at `path` (created with `mode` when missing) and flushes it, so
-  /// a record is on the device when this returns; when this call created the file, its folder is
-  /// flushed too, so the name survives as well. A crash can leave a last line cut short; its
-  /// readers skip such a line.
+  /// Appends the record `bytes` (one line, ending in a newline) to the file at `path` (created
+  /// with `mode` when missing) and flushes it, so it is on the device when this returns; when
+  /// this call created the file, its folder is flushed too, so the name survives as well.
+  ///
+  /// A crash can leave a last line cut short; its readers skip such a line, and the next record
+  /// starts on a line of its own (a newline is written first). A record that fails part-way
+  /// (disk full) or whose flush fails is cut off again, so the file ends as it was and a record
+  /// the caller was told failed is never read later (`cbd_append_record`).
   package static func append(
     _ bytes: some Collection<UInt8>, to path: String, mode: UInt32 = 0o600
   ) throws(SystemError) {
     let file: FileDescriptor
     var created = false
+    // Read too: the file's last byte says whether a cut-short line needs ending first.
     do throws(SystemError) {
-      file = try FileDescriptor.open(path, O_WRONLY | O_APPEND)
+      file = try FileDescriptor.open(path, O_RDWR | O_APPEND)
     } catch  where error.code == ENOENT {
-      file = try FileDescriptor.open(path, O_WRONLY | O_APPEND | O_CREAT, mode: mode)
+      file = try FileDescriptor.open(path, O_RDWR | O_APPEND | O_CREAT, mode: mode)
       created = true
     }
-    try write(bytes, to: file)
-    try file.sync()
+    let descriptor = file.rawValue
+    func appendRecord(_ record: UnsafeBufferPointer<UInt8>) -> SystemError? {
+      var call: UnsafePointer<CChar>?
+      let code = cbd_append_record(descriptor, record.baseAddress, record.count, &call)
+      return code == 0 ? nil : SystemError(call: call.map { String(cString: $0) } ?? "", code: code)
+    }
+    let failure =
+      bytes.withContiguousStorageIfAvailable(appendRecord)
+      ?? Array(bytes).withUnsafeBufferPointer(appendRecord)
+    if let failure { throw failure }
     try file.close()
     if created { try syncFolder(split(path).folder) }
   }

@@ -2,6 +2,8 @@
 
 #include "CSMBClientLoader.h"
 
+#include "CBrowserDropLinux.h" /* cbd_append_record, shared with Durable.append */
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <poll.h>
@@ -12,6 +14,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -269,7 +272,16 @@ static int child_descriptors(int keep, int second) {
     first_closed = 5;
   }
   if (close_range((unsigned)first_closed, ~0U, 0) != 0) {
-    for (int fd = first_closed; fd < 65536; fd++) close(fd);
+    /* Kernels before 5.9 (ENOSYS): every number the process may have open, which is below its
+       descriptor limit unless the limit was lowered after the descriptor was opened; at least
+       65536, and at most the kernel's own ceiling (fs.nr_open, 1048576 by default), which a
+       loop of close() covers in well under a second. */
+    struct rlimit limit;
+    rlim_t end = 65536;
+    if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur > end) {
+      end = limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur > 1048576 ? 1048576 : limit.rlim_cur;
+    }
+    for (rlim_t fd = (rlim_t)first_closed; fd < end; fd++) close((int)fd);
   }
   return 3;
 }
@@ -385,19 +397,11 @@ pid_t cbd_smbc_fork_writer(const struct cbd_smbc_writer *job) {
   _exit(child_main(job, parent));
 }
 
-/* Appends the whole record and flushes it; 0 or the errno. */
+/* Appends the whole record and flushes it (cut off again when either fails); 0 or the errno. */
 static int claim_record(int fd, const char *record, size_t length) {
-  size_t written = 0;
-  while (written < length) {
-    ssize_t count = write(fd, record + written, length - written);
-    if (count < 0 && errno == EINTR) continue;
-    if (count <= 0) return count < 0 ? child_status(errno) : EIO;
-    written += (size_t)count;
-  }
-  while (fdatasync(fd) != 0) {
-    if (errno != EINTR) return child_status(errno);
-  }
-  return 0;
+  const char *call;
+  int code = cbd_append_record(fd, record, length, &call);
+  return code == 0 ? 0 : child_status(code);
 }
 
 /* ---- One long-lived claim child per delivery (see cbd_smbc_fork_claimer in the header). ---- */
@@ -431,11 +435,16 @@ static int claimer_send(int fd, const void *buffer, size_t length) {
 /* One claim on the child's context: the exclusive create, the record appended and flushed,
    then the close; a record that fails removes the file just created. 0, EEXIST or the errno. */
 static int claimer_claim(SMBCCTX *context, const char *url, int record, const char *line,
-    size_t length) {
+    size_t length, unsigned bound_seconds) {
   SMBCFILE *file = smbc.getFunctionOpen(context)(context, url, O_WRONLY | O_CREAT | O_EXCL, 0644);
   if (file == NULL) return errno == EEXIST || errno == EISDIR ? EEXIST : child_status(errno);
-  /* Created: the record comes before anything else that could fail or wait. */
+  /* Created: the record comes before anything else that could fail or wait, and the alarm
+     must not come between the two either. A reconnect inside the open (a server that dropped
+     the idle connection) may have used most of the bound, so the alarm is off for the record
+     (a local append and fdatasync) and set again, in full, for the close and the unlink. */
+  alarm(0);
   int result = claim_record(record, line, length);
+  alarm(bound_seconds);
   smbc.getFunctionClose(context)(context, file); /* an empty file: a failed close loses nothing */
   /* Not recorded: this child just created it, so it is the one file it may remove. */
   if (result != 0) smbc.getFunctionUnlink(context)(context, url);
@@ -454,6 +463,10 @@ static int claimer_main(const struct cbd_smbc_claimer *job) {
   sigemptyset(&action.sa_mask);
   action.sa_handler = SIG_DFL; /* even where the host ignores it: the alarm must end the child */
   sigaction(SIGALRM, &action, NULL);
+  /* A file size limit (RLIMIT_FSIZE) must fail the record's write with EFBIG, which undoes it,
+     rather than kill the child between the create and its record. */
+  action.sa_handler = SIG_IGN;
+  sigaction(SIGXFSZ, &action, NULL);
   alarm(job->bound_seconds);
   int record = child_descriptors(job->record_fd, job->socket_fd);
   if (record < 0) return child_status(-record);
@@ -485,7 +498,7 @@ static int claimer_main(const struct cbd_smbc_claimer *job) {
     if (claimer_read(peer, url, header[0]) != 1 || claimer_read(peer, line, header[1]) != 1) break;
     url[header[0]] = 0;
     alarm(job->bound_seconds); /* the claim gets the whole bound, however long the wait was */
-    int32_t answer = claimer_claim(context, url, record, line, header[1]);
+    int32_t answer = claimer_claim(context, url, record, line, header[1], job->bound_seconds);
     free(url);
     free(line);
     url = line = NULL;
@@ -495,7 +508,15 @@ static int claimer_main(const struct cbd_smbc_claimer *job) {
   free(url);
   free(line);
   explicit_bzero(child_password, sizeof child_password);
-  smbc.free_context(context, 1);
+  /* No smbc_free_context, neither with shutdown_ctx 1 nor 0: both end each connection with a
+     tree disconnect and wait for its answer (0 differs only in refusing, EBUSY, while a file is
+     open), and on a server that stopped answering that takes the whole request timeout
+     (measured against a SIGSTOPped smbd 4.17: 3.0 s at a 3 s timeout with either value, 0.0 s
+     while it answers), all while the SMB thread waits for this child in a blocking waitpid
+     (SMBClaimChild.end) and the delivery's next step waits behind it. Every claim's file is
+     closed already and nothing else is open, so the _exit that follows loses nothing: the
+     kernel closes the connection and the server ends the session and tree connect itself, as
+     it does for any client that goes away. */
   return result;
 }
 

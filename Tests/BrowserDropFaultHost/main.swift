@@ -5,6 +5,9 @@
 //
 //   BrowserDropFaultHost descriptors STAGING   one server's start() with 0, 1, 2… descriptors left
 //   BrowserDropFaultHost event-loop STAGING    epoll_wait fails while listening, then resume()
+//   BrowserDropFaultHost append FILE RECORD…   Durable.append of each RECORD (plus a newline)
+//                                              under the file size limit the test set, with
+//                                              SIGXFSZ ignored: "ok" or the error, one a line
 import BrowserDrop
 import BrowserDropSystem
 import FoundationEssentials
@@ -53,8 +56,8 @@ func statusLine(port: Int) async -> String {
 }
 
 let arguments = CommandLine.arguments
-guard arguments.count == 3 else {
-  say("usage: BrowserDropFaultHost descriptors|event-loop STAGING")
+guard arguments.count == 3 || (arguments.count > 3 && arguments[1] == "append") else {
+  say("usage: BrowserDropFaultHost descriptors|event-loop STAGING | append FILE RECORD…")
   exit(2)
 }
 var configuration = BrowserDropServer.Configuration()
@@ -131,6 +134,18 @@ case "event-loop":
     say("resume failed: \(error)")
   }
   await server.cancel()
+case "append":
+  // A write past RLIMIT_FSIZE then fails with EFBIG (after a short write of what still fits)
+  // instead of ending the process.
+  signal(SIGXFSZ, SIG_IGN)
+  for record in arguments[3...] {
+    do {
+      try Durable.append(Array((record + "\n").utf8), to: arguments[2])
+      say("ok")
+    } catch {
+      say("\(error)")
+    }
+  }
 default:
   say("unknown mode \(arguments[1])")
   exit(2)

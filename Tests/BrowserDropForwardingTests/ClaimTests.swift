@@ -81,6 +81,43 @@ struct ClaimTests {
     #expect(await seen.distinct() >= 2)
   }
 
+  /// The claim child appends its record after a line cut short (here a part of a record
+  /// written right before the claim, as a crash of an earlier writer leaves it): the record
+  /// starts on a line of its own, so the resume reads it and removes the claim it proves its own.
+  @Test func aClaimRecordAfterALineCutShortIsRead() async throws {
+    let server = try TestSMBServer.fromEnvironment()
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let name = uniqueName("cut")
+    let files = ["x.txt": Data("cut short".utf8)]
+    let source = try scratch.folder(name, files)
+    let destination = try server.destination("guest", name)
+    let manifest = source.appendingPathComponent(Manifest.fileName)
+    var crashing = Forwarder()
+    crashing.crashPoint = .claimCreated
+    crashing.beforeClaim = {
+      let cut = Array(#"{"destination":"smb://elsewhere","source":"#.utf8)
+      let file = open(manifest.path, O_WRONLY | O_APPEND | O_CLOEXEC)
+      guard file >= 0 else {
+        Issue.record("no manifest: errno \(errno)")
+        return
+      }
+      #expect(write(file, cut, cut.count) == cut.count)
+      close(file)
+    }
+    await #expect(throws: SimulatedCrash.self) {
+      _ = try await crashing.forward(folder: source, to: destination)
+    }
+    let loaded = try await Manifest.load(folder: source.path, destination: destination.description)
+    #expect(loaded.attempts["x.txt"]?.claimed == true, "the child's record was not read")
+    let records = try String(contentsOf: manifest, encoding: .utf8)
+    #expect(records.contains(#""source":"# + "\n" + #"{"#), "\(records)")
+
+    let report = try await Forwarder().forward(folder: source, to: destination)
+    #expect(try contents(of: server.directory("guest/\(name)")) == files)
+    #expect(report.possibleLeftovers.isEmpty)
+  }
+
   /// Forwards `count` small files to a new folder of the smbd, running `afterClaim` after each
   /// claim, and checks that each arrived once with its own bytes and nothing else is there.
   private static func deliver(

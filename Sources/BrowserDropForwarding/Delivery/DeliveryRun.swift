@@ -10,6 +10,8 @@ struct DeliveryRun {
   let reportProgress: @Sendable (ForwardProgress) async -> Void
   /// Tests only: where to end as a crash would (``SimulatedCrash``).
   let crashPoint: Checkpoint?
+  /// Tests only: see ``Forwarder/beforeClaim``.
+  let beforeClaim: (@Sendable () async -> Void)?
   /// Tests only: see ``Forwarder/afterClaim``.
   let afterClaim: (@Sendable () async -> Void)?
   /// Tests only: see ``Forwarder/claimTrial``.
@@ -18,6 +20,7 @@ struct DeliveryRun {
   var progress: ForwardProgress
   var delivered: [ForwardReport.Delivered] = []
   var renames: [ForwardReport.Rename] = []
+  var possibleLeftovers: [ForwardReport.PossibleLeftover] = []
   var resumed = 0
   var bytesSent: Int64 = 0
 
@@ -188,11 +191,21 @@ struct DeliveryRun {
         let record = manifest.record(
           .claimed, source: file, target: candidate, attempt: attempt, temporary: temporary,
           fileID: fileID)
-        guard
-          try await fileSystem.claim(
-            candidate, recording: Manifest.line(record), in: manifest.path,
-            trial: crashPoint == .claimCreated ? .crashOnceCreated : claimTrial)
-        else {
+        await beforeClaim?()
+        let claimed: Bool
+        do {
+          claimed = try await fileSystem.claim(
+            candidate, recording: Manifest.line(record), in: manifest.path, trial: trial)
+        } catch let error where !(error is SimulatedCrash) {
+          // The create may have happened with its answer lost (the child ended, the request
+          // timed out, the connection dropped): said in the manifest, so the resume reports an
+          // empty file at this name (never removing it: it can't be told from another's).
+          try? await manifest.append(
+            .unanswered, source: file, target: candidate, attempt: attempt, temporary: temporary,
+            fileID: fileID)
+          throw error
+        }
+        guard claimed else {
           if policy == .fail {
             throw ForwardFailure(kind: .nameTaken, place: fileSystem.place, item: joined(candidate))
           }
@@ -220,6 +233,12 @@ struct DeliveryRun {
       }
     }
     fatalError("unreachable: 1... is endless")
+  }
+
+  /// How the test seams want this claim made.
+  private var trial: ClaimTrial? {
+    guard crashPoint == .claimCreated else { return claimTrial }
+    return claimTrial == .inProcess ? .crashInProcessOnceCreated : .crashOnceCreated
   }
 
   /// Checks that `target` is still the file this attempt uploaded (its id), of the source's
@@ -273,6 +292,11 @@ struct DeliveryRun {
         await fileSystem.removeQuietly(target)
       }
     }
+    if fileSystem.needsClaim {
+      let latest = accepted == nil ? attempt.unprovenClaim : nil
+      await notePossibleLeftovers(
+        of: file, (manifest.unprovenClaims[file.relativeText] ?? []) + (latest.map { [$0] } ?? []))
+    }
     if let temporary = attempt.temporary, !attempt.delivered {
       // Gone after a completed rename; a second name of the delivered file after a local
       // link(2) without unlink(2); otherwise the interrupted upload. Its name is the attempt's.
@@ -295,6 +319,30 @@ struct DeliveryRun {
     progress.completedBytes += file.size
     await reportProgress(progress)
     return true
+  }
+
+  /// Reports each name of `claims` (earlier attempts' claims of `file` that no record proves)
+  /// where an empty file is now: it may be a claim an earlier attempt made, so it stays (it may
+  /// as well be another writer's), and the operator learns of it (``ForwardReport``). A name
+  /// that can't be read now is not reported.
+  ///
+  /// The file's id is not compared with the attempt's upload: with no `claimed` record no
+  /// rename went onto the name (one the resume took for the delivery is not asked about), and
+  /// the id can match by chance: a create the server carried out after the failed attempt
+  /// removed its temporary file can get that file's inode number (seen on smbd 4.17).
+  private mutating func notePossibleLeftovers(
+    of file: SourceFile, _ claims: [Manifest.UnprovenClaim]
+  ) async {
+    for claim in claims {
+      let path = joined(claim.target)
+      guard !possibleLeftovers.contains(where: { $0.path == path }),
+        let found = try? await fileSystem.fileID(at: claim.target), found.size == 0
+      else { continue }
+      possibleLeftovers.append(
+        .init(
+          source: file.relativeText, path: path,
+          reason: claim.answerLost ? .claimAnswerLost : .claimNotRecorded))
+    }
   }
 
   /// The resume for records of a version without attempts: a `delivered` file of the right

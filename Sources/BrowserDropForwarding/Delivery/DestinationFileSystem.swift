@@ -69,6 +69,9 @@ enum ClaimTrial: Sendable, Equatable {
   /// Ended with ``SimulatedCrash`` as soon as the file exists, as a kill of this process right
   /// after the server's create would end it.
   case crashOnceCreated
+  /// In this process (``inProcess``), ended with ``SimulatedCrash`` right after the create and
+  /// before its record: a kill there when no claim child can be used.
+  case crashInProcessOnceCreated
 }
 
 /// A regular file in the folder being forwarded.

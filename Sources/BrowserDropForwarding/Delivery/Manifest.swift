@@ -18,6 +18,9 @@ import Glibc
 ///   delivery's claim child that makes the create (it holds an `flock` on this file while it
 ///   runs, see ``load(folder:destination:)``), then again with its id, before the temporary
 ///   file is renamed over it.
+/// * `unanswered` (SMB): the claim of the `installing` record's name failed without proof that
+///   nothing was created there (its answer was lost, or it timed out): an empty file found at
+///   that name later may be this attempt's claim.
 /// * `delivered`: in place and checked.
 ///
 /// Lines for other destinations are kept but ignored. The file has a hidden name and is never
@@ -30,6 +33,7 @@ struct Manifest: Sendable {
       case uploading
       case installing
       case claimed
+      case unanswered
       case delivered
     }
 
@@ -60,13 +64,36 @@ struct Manifest: Sendable {
     var claimed = false
     /// The claim's id; nil for a claim recorded before its id was read (no rename followed).
     var claimID: UInt64?
+    /// Whether the claim at `target` was sent and failed without an answer that proves nothing
+    /// was created (`unanswered`).
+    var claimUnanswered = false
     var delivered = false
+
+    /// The name this attempt may have created an empty claim at without recording it: its last
+    /// `installing` name, when no `claimed` or `delivered` record followed.
+    var unprovenClaim: UnprovenClaim? {
+      guard let target, !claimed, !delivered else { return nil }
+      return UnprovenClaim(target: target, answerLost: claimUnanswered)
+    }
+  }
+
+  /// A final name an attempt announced (`installing`) and never recorded as its claim: the
+  /// exclusive create may have happened there (its answer lost, or the process or its claim
+  /// child stopped before the record) or not (the name was someone else's), and nothing tells
+  /// which. An empty file found there is never removed; it is reported as a possible leftover.
+  struct UnprovenClaim: Sendable, Equatable {
+    var target: RelativePath
+    /// The claim was sent and its answer lost (`unanswered`), rather than stopped before it.
+    var answerLost: Bool
   }
 
   let path: String
   let destination: String
   /// The latest attempt of each source file for this destination.
   private(set) var attempts: [String: Attempt] = [:]
+  /// Per source file, the unproven claims of its earlier attempts (the latest attempt's is
+  /// ``Attempt/unprovenClaim``).
+  private(set) var unprovenClaims: [String: [UnprovenClaim]] = [:]
 
   /// Reads the manifest in `folder`, if any.
   ///
@@ -74,38 +101,69 @@ struct Manifest: Sendable {
   /// ``DestinationFileSystem/claim(_:recording:in:trial:)``) holds an exclusive one from its
   /// start until it exits, which it does only after its last claim is recorded, also when the
   /// process that started it was killed meanwhile, so what it created is never read as
-  /// unrecorded. The wait is bounded by the child's own time limit.
-  static func load(folder: String, destination: String) async throws -> Manifest {
-    try await DedicatedThread.localIO.run { () throws(ForwardFailure) -> Manifest in
-      var manifest = Manifest(path: folder + "/" + fileName, destination: destination)
-      let file: FileDescriptor
-      do throws(SystemError) {
-        file = try FileDescriptor.open(manifest.path, O_RDONLY | O_CLOEXEC)
-      } catch {
-        if error.code == ENOENT { return manifest }
-        throw ForwardFailure(
-          kind: .sourceUnreadable, place: .source, item: fileName, errno: error.code)
+  /// unrecorded. The wait is bounded by the child's own time limit, and cancellable.
+  ///
+  /// The lane is not held while waiting: the lock is only tried there (`LOCK_NB`), and while it
+  /// is taken this task sleeps off the lane (1 ms, doubling up to 50 ms) before trying again, so
+  /// other jobs of the lane (another delivery's records) go on meanwhile. `whileLocked` (tests)
+  /// runs each time the lock was found taken.
+  static func load(
+    folder: String, destination: String, whileLocked: (@Sendable () async -> Void)? = nil
+  ) async throws -> Manifest {
+    let path = folder + "/" + fileName
+    var pause = Duration.milliseconds(1)
+    while true {
+      let read = try await DedicatedThread.localIO.run {
+        () throws(ForwardFailure) -> Manifest? in
+        try readUnlessLocked(path, destination: destination)
       }
-      let descriptor = file.rawValue
-      // A file system without flock (ENOLCK, EOPNOTSUPP) is read without waiting.
-      _ = try? Syscall.blocking("flock") { flock(descriptor, LOCK_SH) }
-      let data = FileManager.default.contents(atPath: manifest.path) ?? Data()
-      try? file.close()
-      let decoder = JSONDecoder()
-      for line in data.split(separator: UInt8(ascii: "\n")) {
-        // A line cut short by a crash is skipped: the step it announced was not taken.
-        guard let record = try? decoder.decode(Record.self, from: Data(line)),
-          record.destination == destination
-        else { continue }
-        manifest.apply(record)
-      }
-      return manifest
+      if let read { return read }
+      await whileLocked?()
+      try await Task.sleep(for: pause)
+      pause = min(pause * 2, .milliseconds(50))
     }
+  }
+
+  /// The records at `path` for `destination`, read under a shared lock; nil without reading
+  /// when another open file holds the exclusive lock (a claim child).
+  private static func readUnlessLocked(
+    _ path: String, destination: String
+  ) throws(ForwardFailure) -> Manifest? {
+    var manifest = Manifest(path: path, destination: destination)
+    let file: FileDescriptor
+    do throws(SystemError) {
+      file = try FileDescriptor.open(path, O_RDONLY | O_CLOEXEC)
+    } catch {
+      if error.code == ENOENT { return manifest }
+      throw ForwardFailure(
+        kind: .sourceUnreadable, place: .source, item: fileName, errno: error.code)
+    }
+    let descriptor = file.rawValue
+    do throws(SystemError) {
+      guard try Syscall.nonBlocking("flock", { flock(descriptor, LOCK_SH | LOCK_NB) }) != nil
+      else { return nil }
+    } catch {
+      // A file system without flock (ENOLCK, EOPNOTSUPP) is read without waiting.
+    }
+    let data = FileManager.default.contents(atPath: path) ?? Data()
+    try? file.close()
+    let decoder = JSONDecoder()
+    for line in data.split(separator: UInt8(ascii: "\n")) {
+      // A line cut short by a crash is skipped: the step it announced was not taken.
+      guard let record = try? decoder.decode(Record.self, from: Data(line)),
+        record.destination == destination
+      else { continue }
+      manifest.apply(record)
+    }
+    return manifest
   }
 
   private mutating func apply(_ record: Record) {
     var attempt = attempts[record.source]
     if record.state == .uploading || attempt == nil || attempt?.id != record.attempt {
+      if let unproven = attempt?.unprovenClaim {
+        unprovenClaims[record.source, default: []].append(unproven)
+      }
       attempt = Attempt(size: record.size, id: record.attempt)
     }
     guard var attempt else { return }
@@ -118,6 +176,10 @@ struct Manifest: Sendable {
       attempt.target = record.target
       attempt.claimed = false
       attempt.claimID = nil
+      attempt.claimUnanswered = false
+    case .unanswered:
+      attempt.target = record.target
+      attempt.claimUnanswered = true
     case .claimed:
       attempt.target = record.target
       attempt.claimed = true

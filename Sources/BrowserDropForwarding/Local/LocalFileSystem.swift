@@ -176,7 +176,9 @@ struct LocalFileSystem: DestinationFileSystem {
         throw failure(.last("open"), .modify, final)
       }
       Glibc.close(fd)
-      if trial == .crashOnceCreated { throw SimulatedCrash() }
+      if trial == .crashOnceCreated || trial == .crashInProcessOnceCreated {
+        throw SimulatedCrash()
+      }
       do throws(SystemError) { try Durable.append(record, to: manifest) } catch {
         Glibc.unlink(path(final))  // Not recorded: the one file this attempt knows it made.
         throw ForwardFailure(

@@ -101,7 +101,9 @@ final class SMBClaimChild: @unchecked Sendable {
   }
 
   /// Ends the child: closes this end of the socket (the child sees the end of file after its
-  /// last answer and exits) and reaps it. The wait is bounded by the child's alarm.
+  /// last answer and exits) and reaps it. The child signs nothing off on its way out (see
+  /// `claimer_main`), so this waits only for a request still in flight (after a claim whose
+  /// answer was lost), bounded by the child's alarm, which is off only while it flushes a record.
   func end() {
     guard pid > 0 else { return }
     Glibc.close(socket)

@@ -16,8 +16,12 @@ extension SMBFileSystem {
   ) async throws -> Bool {
     let outcome = try await DedicatedThread.smb.run {
       [self] () throws(ForwardFailure) -> ClaimOutcome in
-      guard trial != .inProcess, SMBChildWriter.canWaitForChildren else {
-        return try claimHere(final, recording: record, lockingFirst: manifest)
+      guard trial != .inProcess, trial != .crashInProcessOnceCreated,
+        SMBChildWriter.canWaitForChildren
+      else {
+        return try claimHere(
+          final, recording: record, lockingFirst: manifest,
+          crashOnceCreated: trial == .crashInProcessOnceCreated)
       }
       let url = context.url(root + final)
       if trial == .crashOnceCreated {
@@ -53,10 +57,11 @@ extension SMBFileSystem {
     }
   }
 
-  /// The manifest open for appending, with an exclusive `flock` held through its descriptor.
+  /// The manifest open for appending (and reading: a record's append reads the last byte), with
+  /// an exclusive `flock` held through its descriptor.
   static func lockedManifest(_ path: String) throws(ForwardFailure) -> Int32 {
     do throws(SystemError) {
-      let file = try Syscall.blocking("open") { Glibc.open(path, O_WRONLY | O_APPEND | O_CLOEXEC) }
+      let file = try Syscall.blocking("open") { Glibc.open(path, O_RDWR | O_APPEND | O_CLOEXEC) }
       // A file system without flock (ENOLCK, EOPNOTSUPP): the child still records, but a
       // resume does not wait for it.
       _ = try? Syscall.blocking("flock") { flock(file, LOCK_EX) }
@@ -70,17 +75,21 @@ extension SMBFileSystem {
   /// The claim without a child, under the manifest's lock (so a reader in another process
   /// does not read between the two steps while this process lives).
   fileprivate func claimHere(
-    _ final: RelativePath, recording record: [UInt8], lockingFirst manifest: String
+    _ final: RelativePath, recording record: [UInt8], lockingFirst manifest: String,
+    crashOnceCreated: Bool = false
   ) throws(ForwardFailure) -> ClaimOutcome {
     let file = try Self.lockedManifest(manifest)
     defer { Glibc.close(file) }
-    return try claimHere(final, recording: record, in: manifest)
+    return try claimHere(
+      final, recording: record, in: manifest, crashOnceCreated: crashOnceCreated)
   }
 
   /// The claim without a child: the create, then the record; a record that fails removes the
-  /// file just created (the one file this attempt knows it made).
+  /// file just created (the one file this attempt knows it made). `crashOnceCreated` (tests)
+  /// ends it between the two.
   fileprivate func claimHere(
-    _ final: RelativePath, recording record: [UInt8], in manifest: String
+    _ final: RelativePath, recording record: [UInt8], in manifest: String,
+    crashOnceCreated: Bool
   ) throws(ForwardFailure) -> ClaimOutcome {
     let claim: SMBFile
     do throws(SystemError) {
@@ -90,6 +99,10 @@ extension SMBFileSystem {
       return .taken
     } catch {
       throw failure(error, .modify, final)
+    }
+    if crashOnceCreated {
+      try? context.close(claim)
+      return .crashed
     }
     do throws(SystemError) {
       try Durable.append(record, to: manifest)

@@ -42,6 +42,16 @@ int cbd_free_bytes(const char *path, uint64_t *free_bytes);
    with EINVAL or ENOSYS where the file system or kernel can't do that. */
 int cbd_renameat2_noreplace(const char *from, const char *to);
 
+/* Appends `record` (one line, ending in a newline) to fd, open O_RDWR | O_APPEND, and flushes it
+   (fdatasync); returns 0, or the errno of the first failure with *failed_call naming the call
+   ("fstat", "pread", "write", "fdatasync"). A file that does not end with a newline (a record
+   cut short by a crash) gets one first, so the two are never read as one line. On any failure
+   the file is cut back to its size before the call (ftruncate, then fdatasync), but only while
+   it ends exactly with this call's bytes, so another writer's line is never cut: after a
+   failure no part of the record, and no whole record whose flush failed, stays in the file.
+   Retries EINTR. Used by the SMB claim child too, so it calls nothing but the kernel. */
+int cbd_append_record(int fd, const void *record, size_t length, const char **failed_call);
+
 /* Names the calling thread (up to 15 bytes) for ps, perf and gdb. */
 void cbd_set_thread_name(const char *name);
 

@@ -158,7 +158,8 @@ pid_t cbd_smbc_fork_writer(const struct cbd_smbc_writer *job);
 struct cbd_smbc_claimer {
   /// How to sign in (`login.url` is not used: each request names its file).
   struct cbd_smbc_login login;
-  /// The manifest, open for appending (O_APPEND), with an flock(LOCK_EX) the parent took on
+  /// The manifest, open for reading and appending (O_RDWR | O_APPEND: cbd_append_record reads
+  /// its last byte), with an flock(LOCK_EX) the parent took on
   /// it: the child shares that lock (same open file description) and holds it until it exits,
   /// so a reader that takes the lock waits for the child's last record.
   int record_fd;
@@ -177,16 +178,22 @@ struct cbd_smbc_claimer {
 /// with O_CREAT | O_EXCL, appends the request's record to `record_fd` and flushes it
 /// (fdatasync) before it closes the new file, and answers with an int32: 0 when it created and
 /// recorded the file, EEXIST when the name is taken (by a file or a folder), otherwise the
-/// errno of the first failure. When the record cannot be written it removes the file it
-/// created and answers that errno. It exits when the socket reaches its end of file (the
-/// parent closed its end, or died), after the request in flight and its record are done.
+/// errno of the first failure. The record is appended with cbd_append_record (after a newline
+/// when the file ends in a line cut short; cut off again when its write or flush fails). When
+/// the record cannot be written it removes the file it created and answers that errno. It
+/// exits when the socket reaches its end of file (the parent closed its end, or died), after
+/// the request in flight and its record are done, without signing off (the kernel closes its
+/// connection; every file it created is closed already).
 ///
 /// The child outlives the parent: a SIGKILL of the parent cannot come between a create and its
 /// record. It sets no PR_SET_PDEATHSIG and ignores SIGTERM, SIGINT, SIGHUP and SIGQUIT; it
 /// names itself "bd-smb-claim", keeps only `record_fd` (as fd 3), `socket_fd` (as fd 4) and
 /// /dev/null on 0-2, keeps the password only in its own memory (wiped when it exits, needed
-/// again if the connection has to be made anew), and is ended by SIGALRM after
-/// `bound_seconds` without a request or inside one. A SIGKILL of the child itself (power loss,
+/// again if the connection has to be made anew), ignores SIGXFSZ (a file size limit fails the
+/// record with EFBIG instead of killing it), and is ended by SIGALRM after `bound_seconds`
+/// without a request or inside one, except between a successful create and its flushed record
+/// (the alarm is off while the record is written, and set again in full for the close and
+/// the unlink that follow). A SIGKILL of the child itself (power loss,
 /// a kill of the whole process group or cgroup) can still come between a create and its record.
 pid_t cbd_smbc_fork_claimer(const struct cbd_smbc_claimer *job);
 

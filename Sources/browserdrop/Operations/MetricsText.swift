@@ -41,6 +41,11 @@ enum MetricsText {
       "browserdrop_forwards_total", "counter", "Forwards that ended, by outcome: ok or failed.",
       ["ok", "failed"].map { ("{outcome=\"\($0)\"}", Double(snapshot.forwards[$0, default: 0])) })
     family(
+      "browserdrop_forward_possible_leftovers_total", "counter",
+      "Empty files forwards left in place at a name because an interrupted SMB claim may have "
+        + "made them (each is named in the forward's report).",
+      [("", Double(snapshot.possibleLeftovers))])
+    family(
       "browserdrop_last_forward_success_timestamp_seconds", "gauge",
       "When the last forward that succeeded ended, in seconds since 1970 (0: none yet).",
       [("", snapshot.lastForwardSuccess ?? 0)])

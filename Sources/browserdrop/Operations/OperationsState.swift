@@ -1,4 +1,5 @@
 import BrowserDrop
+import BrowserDropForwarding
 import Synchronization
 
 /// What an operator watches, counted from the command's reports and the probes: the numbers
@@ -19,6 +20,8 @@ final class OperationsState: Sendable {
     var outboxBatches = 0
     /// Forwards that ended, by outcome (`ok`, `failed`).
     var forwards: [String: Int] = [:]
+    /// Empty files successful forwards reported as possibly left by an interrupted claim.
+    var possibleLeftovers = 0
     /// Seconds since 1970 of the last forward that succeeded.
     var lastForwardSuccess: Double?
     /// Seconds since 1970 when the last forward ended, however it ended.
@@ -82,9 +85,10 @@ final class OperationsState: Sendable {
         return false
       case .batchClosed:
         state.outboxBatches += 1
-      case .forwarded:
+      case .forwarded(let forward, _):
         state.outboxBatches = max(0, state.outboxBatches - 1)
         state.forwards["ok", default: 0] += 1
+        state.possibleLeftovers += forward.possibleLeftovers.count
         state.lastForwardSuccess = WallClock.now()
         state.lastForwardEnded = state.lastForwardSuccess
         state.lastForwardFailure = nil

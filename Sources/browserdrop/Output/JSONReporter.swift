@@ -11,6 +11,14 @@ struct JSONReporter: Reporter {
     output.line(JSONValue.object(members).serialized)
   }
 
+  /// A possible leftover's reason as it appears in `possibleLeftovers`.
+  static func name(of reason: ForwardReport.PossibleLeftover.Reason) -> String {
+    switch reason {
+    case .claimAnswerLost: "claimAnswerLost"
+    case .claimNotRecorded: "claimNotRecorded"
+    }
+  }
+
   /// The object for a report; `nil` for reports that have no JSON form.
   static func members(for report: Report) -> [(String, JSONValue)]? {
     switch report {
@@ -41,10 +49,16 @@ struct JSONReporter: Reporter {
       let renamed = report.renames.map { rename in
         JSONValue.object([("from", .string(rename.source)), ("to", .string(rename.destination))])
       }
+      let leftovers = report.possibleLeftovers.map { leftover in
+        JSONValue.object([
+          ("path", .string(leftover.path)), ("source", .string(leftover.source)),
+          ("reason", .string(Self.name(of: leftover.reason))),
+        ])
+      }
       return [
         ("event", .string("forwarded")), ("destination", .string(report.destination)),
         ("files", .number(report.files.count)), ("bytes", .number(bytes)),
-        ("renamed", .array(renamed)),
+        ("renamed", .array(renamed)), ("possibleLeftovers", .array(leftovers)),
       ]
     case .forwardFailed(let message, let staging):
       return [

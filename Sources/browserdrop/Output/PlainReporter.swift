@@ -16,6 +16,14 @@ struct PlainReporter: Reporter {
 /// The human sentences for reports, shared by the plain and terminal displays. Text that came
 /// from a request is escaped.
 enum ReportText {
+  /// How an empty file may have been left at a name (`ForwardReport.PossibleLeftover`).
+  static func leftoverCause(_ reason: ForwardReport.PossibleLeftover.Reason) -> String {
+    switch reason {
+    case .claimAnswerLost: "whose answer was lost"
+    case .claimNotRecorded: "that was cut off before it was recorded"
+    }
+  }
+
   static func lines(for report: Report) -> [String] {
     switch report {
     case .listening(let addresses):
@@ -45,6 +53,12 @@ enum ReportText {
       return [head]
         + report.renames.map {
           "  \(TerminalText.escaped($0.source)) arrived as \(TerminalText.escaped($0.destination))"
+        }
+        + report.possibleLeftovers.map { leftover in
+          "  Possibly left behind at \(TerminalText.escaped(report.destination)): "
+            + "\(TerminalText.escaped(leftover.path)), empty, from a claim for "
+            + "\(TerminalText.escaped(leftover.source)) \(leftoverCause(leftover.reason)). Not "
+            + "removed: it may be another writer's file; remove it if nobody else delivers there."
         }
     case .forwardFailed(let message, let staging):
       return [

@@ -29,6 +29,9 @@ package final class ChildProcess: Sendable {
   package enum Limit: Sendable {
     /// `RLIMIT_NOFILE`: how many descriptors it may hold.
     case openFiles(Int)
+    /// `RLIMIT_FSIZE`: how large, in bytes, a file it writes may grow (a write past it fails
+    /// with `EFBIG` where `SIGXFSZ` is ignored, and otherwise kills it).
+    case fileSize(Int)
   }
 
   /// How the child ended.
@@ -297,6 +300,7 @@ extension ChildProcess.Limit {
   fileprivate var option: String {
     switch self {
     case .openFiles(let count): "--nofile=\(count):\(count)"
+    case .fileSize(let bytes): "--fsize=\(bytes):\(bytes)"
     }
   }
 }
