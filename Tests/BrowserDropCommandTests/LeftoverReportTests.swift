@@ -57,12 +57,14 @@ struct LeftoverReportTests {
       #expect(leftovers.first?["source"] as? String == "x.txt")
       #expect(leftovers.first?["reason"] as? String == "claimNotRecorded")
     } else {
-      let line = try await command.waitForLine(containing: "Possibly left behind", timeout: 60)
+      let line = try await command.waitForLine(containing: "Empty file left in place", timeout: 60)
       #expect(
         line
-          == "  Possibly left behind at \(root)/batch%201: x.txt, empty, from a claim for x.txt "
-          + "that was cut off before it was recorded. Not removed: it may be another writer's "
-          + "file; remove it if nobody else delivers there.", "\(line)")
+          == "  Empty file left in place at \(root)/batch%201: x.txt. A claim for x.txt that was "
+          + "cut off before it was recorded may have made it, or it is a file delivered there "
+          + "before (by this kiosk or another writer); x.txt itself arrived under another name. "
+          + "Nothing proves this kiosk made it, so it was not removed: check it before you "
+          + "remove it.", "\(line)")
     }
     #expect(TemporaryFolder.files(in: share) == ["x 2.txt", "x.txt"])
     #expect(try Data(contentsOf: share.appending(path: "x.txt")).isEmpty)

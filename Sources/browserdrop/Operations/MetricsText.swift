@@ -42,8 +42,9 @@ enum MetricsText {
       ["ok", "failed"].map { ("{outcome=\"\($0)\"}", Double(snapshot.forwards[$0, default: 0])) })
     family(
       "browserdrop_forward_possible_leftovers_total", "counter",
-      "Empty files forwards left in place at a name because an interrupted SMB claim may have "
-        + "made them (each is named in the forward's report).",
+      "Empty files found at a name an interrupted SMB claim may have made, left in place "
+        + "because nothing proves this kiosk made them (each is named in the forward's report; "
+        + "check before removing).",
       [("", Double(snapshot.possibleLeftovers))])
     family(
       "browserdrop_last_forward_success_timestamp_seconds", "gauge",

@@ -55,10 +55,13 @@ enum ReportText {
           "  \(TerminalText.escaped($0.source)) arrived as \(TerminalText.escaped($0.destination))"
         }
         + report.possibleLeftovers.map { leftover in
-          "  Possibly left behind at \(TerminalText.escaped(report.destination)): "
-            + "\(TerminalText.escaped(leftover.path)), empty, from a claim for "
-            + "\(TerminalText.escaped(leftover.source)) \(leftoverCause(leftover.reason)). Not "
-            + "removed: it may be another writer's file; remove it if nobody else delivers there."
+          "  Empty file left in place at \(TerminalText.escaped(report.destination)): "
+            + "\(TerminalText.escaped(leftover.path)). A claim for "
+            + "\(TerminalText.escaped(leftover.source)) \(leftoverCause(leftover.reason)) may "
+            + "have made it, or it is a file delivered there before (by this kiosk or another "
+            + "writer); \(TerminalText.escaped(leftover.source)) itself arrived under another "
+            + "name. Nothing proves this kiosk made it, so it was not removed: check it before "
+            + "you remove it."
         }
     case .forwardFailed(let message, let staging):
       return [
