@@ -9,6 +9,15 @@ extension SMBFileSystem {
   /// What became of a claim on the SMB thread.
   fileprivate enum ClaimOutcome: Sendable {
     case claimed, taken, crashed
+    /// Sent, and its answer lost: the create may have happened.
+    case lost(ForwardFailure)
+  }
+
+  /// Whether a create that failed with `code` may have been carried out all the same: the
+  /// connection failed or timed out rather than the server answering.
+  fileprivate static func answerMayBeLost(_ code: Int32) -> Bool {
+    [ETIMEDOUT, ECONNRESET, ECONNABORTED, ENOTCONN, EPIPE, EIO, ESHUTDOWN, EHOSTUNREACH]
+      .contains(code)
   }
 
   func claim(
@@ -47,13 +56,14 @@ extension SMBFileSystem {
         // so create and record here, where a kill between the two leaves an unrecorded claim.
         return try claimHere(final, recording: record, lockingFirst: manifest)
       case .lost:
-        throw failure(SystemError(call: "smbc_open", code: EIO), .modify, final)
+        return .lost(failure(SystemError(call: "smbc_open", code: EIO), .modify, final))
       }
     }
     switch outcome {
     case .claimed: return true
     case .taken: return false
     case .crashed: throw SimulatedCrash()
+    case .lost(let failure): throw ClaimAnswerLost(failure: failure)
     }
   }
 
@@ -97,6 +107,8 @@ extension SMBFileSystem {
       claim = try context.open(root + final, flags: O_WRONLY | O_CREAT | O_EXCL)
     } catch  where error.code == EEXIST || error.code == EISDIR {
       return .taken
+    } catch  where Self.answerMayBeLost(error.code) {
+      return .lost(failure(error, .modify, final))
     } catch {
       throw failure(error, .modify, final)
     }
