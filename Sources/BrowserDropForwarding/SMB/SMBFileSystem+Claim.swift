@@ -69,17 +69,27 @@ extension SMBFileSystem {
 
   /// The manifest open for appending (and reading: a record's append reads the last byte), with
   /// an exclusive `flock` held through its descriptor.
+  ///
+  /// Only tried (`LOCK_NB`), never waited for: this runs on the one SMB lane, which a wait
+  /// would stall for every delivery of the process. The folder's lock (``FolderLock``) keeps
+  /// other deliveries of this folder out, so the one holder can be the claim child of a
+  /// delivery that was killed, finishing its last record: `folderBusy` then, before any claim
+  /// is sent, and the next try finds it gone.
   static func lockedManifest(_ path: String) throws(ForwardFailure) -> Int32 {
+    let file: Int32
     do throws(SystemError) {
-      let file = try Syscall.blocking("open") { Glibc.open(path, O_RDWR | O_APPEND | O_CLOEXEC) }
-      // A file system without flock (ENOLCK, EOPNOTSUPP): the child still records, but a
-      // resume does not wait for it.
-      _ = try? Syscall.blocking("flock") { flock(file, LOCK_EX) }
-      return file
+      file = try Syscall.blocking("open") { Glibc.open(path, O_RDWR | O_APPEND | O_CLOEXEC) }
     } catch {
       throw ForwardFailure(
         kind: .sourceUnreadable, place: .source, item: Manifest.fileName, errno: error.code)
     }
+    // A file system without flock (ENOLCK, EOPNOTSUPP): the child still records, but a resume
+    // does not wait for it.
+    if (try? Syscall.nonBlocking("flock", { flock(file, LOCK_EX | LOCK_NB) })) == .some(nil) {
+      Glibc.close(file)
+      throw ForwardFailure(kind: .folderBusy, place: .source, item: Manifest.fileName)
+    }
+    return file
   }
 
   /// The claim without a child, under the manifest's lock (so a reader in another process
