@@ -97,7 +97,7 @@ public struct Forwarder: Sendable {
   /// them again (recursive removal in directory order could delete the manifest first).
   static func removeDeliveredFolder(_ path: String) throws {
     let manager = FileManager.default
-    // The lock file goes last too: while it is there, another delivery of the folder waits.
+    // The lock file goes last too: while it is there, another delivery of the folder fails.
     for name in try manager.contentsOfDirectory(atPath: path)
     where name != Manifest.fileName && name != FolderLock.fileName {
       try manager.removeItem(atPath: path + "/" + name)
