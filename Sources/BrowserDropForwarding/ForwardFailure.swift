@@ -39,6 +39,9 @@ public struct ForwardFailure: Error, Sendable, Equatable, CustomStringConvertibl
     case invalidDestination
     /// libsmbclient, which SMB forwarding loads when first used, is missing or unusable.
     case smbUnavailable
+    /// Another delivery of the same folder is running (in this process or another); nothing
+    /// was sent. Trying again once it has ended finishes the job.
+    case folderBusy
     /// Anything else, with the system's own words.
     case other
   }
@@ -223,6 +226,11 @@ public struct ForwardFailure: Error, Sendable, Equatable, CustomStringConvertibl
         "Couldn't forward to \(host) — SMB forwarding needs the libsmbclient library "
           + "(Debian package libsmbclient), which could not be loaded (\(why)).",
         "Install libsmbclient, then forward again."
+      )
+    case .folderBusy:
+      return (
+        "Another delivery of this folder is running.",
+        "Wait for it to finish, then forward again."
       )
     case .other:
       return ("Couldn't forward to \(host) — \(reason).", "Try again, or check the destination.")

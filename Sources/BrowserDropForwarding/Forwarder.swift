@@ -40,6 +40,26 @@ public struct Forwarder: Sendable {
       throw ForwardFailure(kind: .invalidDestination, place: .address(destination.description))
     }
     let folderPath = folder.standardizedFileURL.path
+    // Held until the folder is gone (or the delivery failed): one delivery of it at a time.
+    let lock = try await FolderLock.acquire(folderPath)
+    do {
+      let report = try await forward(
+        folderPath, to: destination, backend: backend, policy: policy, verify: verify,
+        progress: progress)
+      await lock.release()
+      return report
+    } catch {
+      await lock.release()
+      throw error
+    }
+  }
+
+  /// ``forward(folder:to:policy:verify:progress:)`` under the folder's lock.
+  private func forward(
+    _ folderPath: String, to destination: some Destination, backend: any DestinationBackend,
+    policy: CollisionPolicy, verify: Verification,
+    progress: @escaping @Sendable (ForwardProgress) async -> Void
+  ) async throws -> ForwardReport {
     let tree = try await SourceTree.scan(folderPath)
     let manifest = try await Manifest.load(
       folder: folderPath, destination: backend.manifestIdentity)
@@ -77,7 +97,9 @@ public struct Forwarder: Sendable {
   /// them again (recursive removal in directory order could delete the manifest first).
   static func removeDeliveredFolder(_ path: String) throws {
     let manager = FileManager.default
-    for name in try manager.contentsOfDirectory(atPath: path) where name != Manifest.fileName {
+    // The lock file goes last too: while it is there, another delivery of the folder fails.
+    for name in try manager.contentsOfDirectory(atPath: path)
+    where name != Manifest.fileName && name != FolderLock.fileName {
       try manager.removeItem(atPath: path + "/" + name)
     }
     try manager.removeItem(atPath: path)

@@ -139,13 +139,19 @@ struct CrashResumeTests {
       "x.txt": Data("first".utf8), "y.txt": Data("second".utf8), "z.txt": Data("3".utf8),
     ]
     let batch = try scratch.folder("batch", files)
+    try #require(
+      FileManager.default.isExecutableFile(atPath: "/usr/bin/ss"),
+      "this test needs ss(8) at /usr/bin/ss (iproute2) to see the request waiting in smbd")
     var hanging = Forwarder()
     let (claims, seen) = (Counter(), Counter())
+    let killer = TaskHolder()
     hanging.beforeClaim = {
       guard await claims.next() == 3 else { return }
       kill(-group, SIGSTOP)
-      Task {
-        for _ in 0..<1000 {
+      // Held, and awaited before the test returns: it must never outlive the test (its port,
+      // and so its processes, may be another test's by then).
+      await killer.hold {
+        for _ in 0..<1000 where !Task.isCancelled {
           if await Self.requestWaiting(at: port) { break }
           _ = await seen.next()
           try? await Task.sleep(for: .milliseconds(5))
@@ -167,6 +173,7 @@ struct CrashResumeTests {
     await #expect(throws: ForwardFailure.self) {
       _ = try await hanging.forward(folder: batch, to: destination)
     }
+    await killer.finish()
     kill(-group, SIGCONT)
     let share = own.directory("guest").appendingPathComponent("hung")
     // The create queued in the stopped server runs once it continues.
@@ -284,6 +291,22 @@ struct CrashResumeTests {
     var info = stat()
     guard lstat(url.path, &info) == 0 else { throw POSIXError(.ENOENT) }
     return [Int(info.st_ino), Int(info.st_size)]
+  }
+}
+
+/// Holds one unstructured task of a test so the test can wait for it before it returns.
+actor TaskHolder {
+  private var task: Task<Void, Never>?
+
+  /// Starts `body` as the held task.
+  func hold(_ body: @escaping @Sendable () async -> Void) {
+    task = Task { await body() }
+  }
+
+  /// Waits for the held task to end.
+  func finish() async {
+    await task?.value
+    task = nil
   }
 }
 

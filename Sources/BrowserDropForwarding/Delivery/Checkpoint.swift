@@ -8,6 +8,17 @@ enum Checkpoint: Sendable, Equatable {
   case claimCreated
   /// The file is at its final name; `delivered` is not recorded yet.
   case installed
+  /// Not a crash: right after the `installing` record, the install fails with
+  /// `connectionLost` (as a lost claim answer would end it), so the attempt cleans up.
+  case installFails
+}
+
+/// A claim that was sent and whose answer never came (the claim child ended first, the
+/// request timed out, the connection dropped): the create may have happened. Thrown by
+/// ``DestinationFileSystem/claim(_:recording:in:trial:)``; the delivery records `unanswered`
+/// and fails with `failure`.
+struct ClaimAnswerLost: Error {
+  let failure: ForwardFailure
 }
 
 /// Thrown when a delivery reaches its ``Checkpoint``; no cleanup runs on its way out.

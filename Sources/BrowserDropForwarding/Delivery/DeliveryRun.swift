@@ -134,14 +134,16 @@ struct DeliveryRun {
       target = try await install(
         file, attempt: attempt, temporary: temporary, fileID: fileID, in: folder)
     } catch let error where !(error is SimulatedCrash) {
-      await fileSystem.removeQuietly(temporary)
+      await abandon(file, attempt: attempt, temporary: temporary, fileID: fileID)
       throw error
     }
     do {
       try await check(file, at: target, fileID: fileID)
     } catch {
       // Only a file that still carries this attempt's id is removed: it is the one it made.
-      await removeIfOwn(target, fileID: fileID, size: file.size)
+      if await recordAbandoned(file, attempt: attempt, temporary: temporary, fileID: fileID) {
+        await removeIfOwn(target, fileID: fileID, size: file.size)
+      }
       throw error
     }
     try await manifest.append(
@@ -184,6 +186,10 @@ struct DeliveryRun {
         .installing, source: file, target: candidate, attempt: attempt, temporary: temporary,
         fileID: fileID)
       if crashPoint == .installingRecorded { throw SimulatedCrash() }
+      if crashPoint == .installFails {
+        throw ForwardFailure(
+          kind: .connectionLost, place: fileSystem.place, item: joined(candidate))
+      }
       var claim: UInt64?
       if fileSystem.needsClaim && !replacing {
         // Recorded by the create itself, before its id is known: until the next record no
@@ -196,14 +202,15 @@ struct DeliveryRun {
         do {
           claimed = try await fileSystem.claim(
             candidate, recording: Manifest.line(record), in: manifest.path, trial: trial)
-        } catch let error where !(error is SimulatedCrash) {
+        } catch let lost as ClaimAnswerLost {
           // The create may have happened with its answer lost (the child ended, the request
           // timed out, the connection dropped): said in the manifest, so the resume reports an
-          // empty file at this name (never removing it: it can't be told from another's).
+          // empty file at this name (never removing it: it can't be told from another's). A
+          // definite answer (EACCES, ENOSPC) or a failure before the claim was sent is not.
           try? await manifest.append(
             .unanswered, source: file, target: candidate, attempt: attempt, temporary: temporary,
             fileID: fileID)
-          throw error
+          throw lost.failure
         }
         guard claimed else {
           if policy == .fail {
@@ -261,8 +268,37 @@ struct DeliveryRun {
     }
   }
 
+  /// Gives up this attempt's upload: when its temporary file is still there (so no rename
+  /// moved it), records `abandoned` and only then removes it. Once it is gone its id may be
+  /// given to another writer's file, which the record keeps a resume from taking for this
+  /// attempt's. Without the record (the append failed) the file stays: a resume removes it by
+  /// its name, which is the attempt's alone. A file that is gone may have been renamed to the
+  /// final name with the answer lost: the id still proves that one, so nothing is recorded.
+  private mutating func abandon(
+    _ file: SourceFile, attempt: String, temporary: RelativePath, fileID: UInt64
+  ) async {
+    guard (try? await fileSystem.fileID(at: temporary)) != nil,
+      await recordAbandoned(file, attempt: attempt, temporary: temporary, fileID: fileID)
+    else { return }
+    await fileSystem.removeQuietly(temporary)
+  }
+
+  /// Appends `abandoned` for `attempt`; whether it is on disk.
+  private mutating func recordAbandoned(
+    _ file: SourceFile, attempt: String?, temporary: RelativePath?, fileID: UInt64
+  ) async -> Bool {
+    do {
+      try await manifest.append(
+        .abandoned, source: file, attempt: attempt, temporary: temporary, fileID: fileID)
+      return true
+    } catch {
+      return false
+    }
+  }
+
   /// Removes `path` only when the file there carries `fileID` (and `size`): proof that this
-  /// delivery made it.
+  /// delivery made it, as long as the attempt has not removed a file of that id before (the
+  /// caller records `abandoned` first).
   private func removeIfOwn(_ path: RelativePath, fileID: UInt64, size: Int64?) async {
     guard let found = try? await fileSystem.fileID(at: path), found.id == fileID,
       size == nil || found.size == size
@@ -280,7 +316,11 @@ struct DeliveryRun {
       return try await finishedBeforeAttempts(file, attempt)
     }
     var accepted: RelativePath?
-    if attempt.size == file.size, let target = attempt.target, let fileID = attempt.fileID {
+    // An abandoned attempt removed (or was about to remove) the file of its id: another
+    // writer's file may carry that id now, so nothing is accepted or removed by it.
+    if !attempt.abandoned, attempt.size == file.size, let target = attempt.target,
+      let fileID = attempt.fileID
+    {
       let found = try await fileSystem.fileID(at: target)
       if found == FileID(id: fileID, size: file.size) {
         accepted = target  // The install happened (the rename carries the id).
@@ -306,7 +346,11 @@ struct DeliveryRun {
     do {
       try await check(file, at: target, fileID: fileID)
     } catch let failure as ForwardFailure where failure.kind == .verificationFailed {
-      await removeIfOwn(target, fileID: fileID, size: nil)
+      if await recordAbandoned(
+        file, attempt: attempt.id, temporary: attempt.temporary, fileID: fileID)
+      {
+        await removeIfOwn(target, fileID: fileID, size: file.size)
+      }
       return false
     }
     if !attempt.delivered {

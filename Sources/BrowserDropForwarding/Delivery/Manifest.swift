@@ -21,6 +21,10 @@ import Glibc
 /// * `unanswered` (SMB): the claim of the `installing` record's name failed without proof that
 ///   nothing was created there (its answer was lost, or it timed out): an empty file found at
 ///   that name later may be this attempt's claim.
+/// * `abandoned`: the attempt is about to remove what it uploaded (its temporary file, or the
+///   file it installed that failed its check). Once that file is gone the server may give its
+///   id to another writer's file (smbd 4.17 reuses inode numbers), so from this record on the
+///   attempt's ids prove nothing: a resume never accepts or removes a file by them.
 /// * `delivered`: in place and checked.
 ///
 /// Lines for other destinations are kept but ignored. The file has a hidden name and is never
@@ -34,6 +38,7 @@ struct Manifest: Sendable {
       case installing
       case claimed
       case unanswered
+      case abandoned
       case delivered
     }
 
@@ -67,6 +72,9 @@ struct Manifest: Sendable {
     /// Whether the claim at `target` was sent and failed without an answer that proves nothing
     /// was created (`unanswered`).
     var claimUnanswered = false
+    /// Whether the attempt recorded that it removes what it uploaded (`abandoned`): its ids no
+    /// longer prove that a file is its own.
+    var abandoned = false
     var delivered = false
 
     /// The name this attempt may have created an empty claim at without recording it: its last
@@ -161,7 +169,9 @@ struct Manifest: Sendable {
   private mutating func apply(_ record: Record) {
     var attempt = attempts[record.source]
     if record.state == .uploading || attempt == nil || attempt?.id != record.attempt {
-      if let unproven = attempt?.unprovenClaim {
+      // An attempt of a version before attempt ids (nil) never claimed: it renamed with
+      // replacement, so its names are not unproven claims.
+      if attempt?.id != nil, let unproven = attempt?.unprovenClaim {
         unprovenClaims[record.source, default: []].append(unproven)
       }
       attempt = Attempt(size: record.size, id: record.attempt)
@@ -184,6 +194,8 @@ struct Manifest: Sendable {
       attempt.target = record.target
       attempt.claimed = true
       attempt.claimID = record.claimID
+    case .abandoned:
+      attempt.abandoned = true
     case .delivered:
       attempt.target = record.target
       attempt.delivered = true

@@ -32,7 +32,8 @@ struct SourceTree: Sendable {
             kind: .sourceUnreadable, place: .source,
             item: relative.isEmpty ? path : relative.joined(separator: "/"), errno: ENOENT)
         }
-        for name in names where !(relative.isEmpty && name == Manifest.fileName) {
+        for name in names
+        where !(relative.isEmpty && (name == Manifest.fileName || name == FolderLock.fileName)) {
           let child = relative + [name]
           var info = stat()
           guard lstat(absolute + "/" + name, &info) == 0 else {

@@ -9,6 +9,15 @@ extension SMBFileSystem {
   /// What became of a claim on the SMB thread.
   fileprivate enum ClaimOutcome: Sendable {
     case claimed, taken, crashed
+    /// Sent, and its answer lost: the create may have happened.
+    case lost(ForwardFailure)
+  }
+
+  /// Whether a create that failed with `code` may have been carried out all the same: the
+  /// connection failed or timed out rather than the server answering.
+  fileprivate static func answerMayBeLost(_ code: Int32) -> Bool {
+    [ETIMEDOUT, ECONNRESET, ECONNABORTED, ENOTCONN, EPIPE, EIO, ESHUTDOWN, EHOSTUNREACH]
+      .contains(code)
   }
 
   func claim(
@@ -47,29 +56,40 @@ extension SMBFileSystem {
         // so create and record here, where a kill between the two leaves an unrecorded claim.
         return try claimHere(final, recording: record, lockingFirst: manifest)
       case .lost:
-        throw failure(SystemError(call: "smbc_open", code: EIO), .modify, final)
+        return .lost(failure(SystemError(call: "smbc_open", code: EIO), .modify, final))
       }
     }
     switch outcome {
     case .claimed: return true
     case .taken: return false
     case .crashed: throw SimulatedCrash()
+    case .lost(let failure): throw ClaimAnswerLost(failure: failure)
     }
   }
 
   /// The manifest open for appending (and reading: a record's append reads the last byte), with
   /// an exclusive `flock` held through its descriptor.
+  ///
+  /// Only tried (`LOCK_NB`), never waited for: this runs on the one SMB lane, which a wait
+  /// would stall for every delivery of the process. The folder's lock (``FolderLock``) keeps
+  /// other deliveries of this folder out, so the one holder can be the claim child of a
+  /// delivery that was killed, finishing its last record: `folderBusy` then, before any claim
+  /// is sent, and the next try finds it gone.
   static func lockedManifest(_ path: String) throws(ForwardFailure) -> Int32 {
+    let file: Int32
     do throws(SystemError) {
-      let file = try Syscall.blocking("open") { Glibc.open(path, O_RDWR | O_APPEND | O_CLOEXEC) }
-      // A file system without flock (ENOLCK, EOPNOTSUPP): the child still records, but a
-      // resume does not wait for it.
-      _ = try? Syscall.blocking("flock") { flock(file, LOCK_EX) }
-      return file
+      file = try Syscall.blocking("open") { Glibc.open(path, O_RDWR | O_APPEND | O_CLOEXEC) }
     } catch {
       throw ForwardFailure(
         kind: .sourceUnreadable, place: .source, item: Manifest.fileName, errno: error.code)
     }
+    // A file system without flock (ENOLCK, EOPNOTSUPP): the child still records, but a resume
+    // does not wait for it.
+    if (try? Syscall.nonBlocking("flock", { flock(file, LOCK_EX | LOCK_NB) })) == .some(nil) {
+      Glibc.close(file)
+      throw ForwardFailure(kind: .folderBusy, place: .source, item: Manifest.fileName)
+    }
+    return file
   }
 
   /// The claim without a child, under the manifest's lock (so a reader in another process
@@ -97,6 +117,8 @@ extension SMBFileSystem {
       claim = try context.open(root + final, flags: O_WRONLY | O_CREAT | O_EXCL)
     } catch  where error.code == EEXIST || error.code == EISDIR {
       return .taken
+    } catch  where Self.answerMayBeLost(error.code) {
+      return .lost(failure(error, .modify, final))
     } catch {
       throw failure(error, .modify, final)
     }

@@ -132,14 +132,11 @@ struct SMBFileSystem: DestinationFileSystem {
         return true
       } catch {
         // libsmbclient deleted the claim and lost the name to another writer before its second
-        // rename (EEXIST), or the connection failed. Remove the claim only while it is still
-        // this attempt's (its id, empty): if the rename happened with only its answer lost, the
-        // file is in place and a resume recognises it by the uploaded file's id.
-        if let claim, let info = try? context.stat(root + final),
-          UInt64(info.st_ino) == claim, info.st_size == 0
-        {
-          try? context.unlink(root + final)
-        }
+        // rename (EEXIST), or the connection failed, maybe after that delete. The claim is not
+        // removed here: once libsmbclient has deleted it, another writer's claim at this name
+        // can carry its inode number (smbd reuses them), so its id proves nothing. If the
+        // rename happened with only its answer lost, the file is in place and a resume
+        // recognises it by the uploaded file's id.
         if error.code == EEXIST && !replacing { return false }
         throw failure(error, .modify, final)
       }

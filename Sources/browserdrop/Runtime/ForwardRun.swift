@@ -60,6 +60,10 @@ enum ForwardRun {
     case .wrongCredentials:
       return "Check the user in --to and the password (BROWSERDROP_SMB_PASSWORD, "
         + "--smb-password-file or the smb-password credential)."
+    case .folderBusy:
+      return kiosk
+        ? "The batch stays in the outbox and is sent again once that delivery has ended."
+        : "Wait for the other delivery to finish, then forward again."
     case .smbUnavailable:
       return "Install libsmbclient" + (kiosk ? "; the batch is sent again by itself." : ".")
     case .other:

@@ -1,0 +1,74 @@
+import BrowserDropSystem
+import FoundationEssentials
+import Glibc
+import Synchronization
+
+/// The one delivery of a folder: held for the whole of
+/// ``Forwarder/forward(folder:to:policy:verify:progress:)``, so two deliveries of one folder
+/// never run at once (each would read a manifest the other is still writing, send the same
+/// file twice, or remove the other's temporary file or claim).
+///
+/// Two parts: a registry of the folders this process is delivering (two `Forwarder`s in one
+/// process), and an `flock(LOCK_EX | LOCK_NB)` on a lock file of its own in the folder (other
+/// processes). The second delivery fails at once (``ForwardFailure/Kind/folderBusy``), never
+/// waits. The kernel releases the `flock` when its process ends, also by `kill -9`, so a dead
+/// delivery never blocks the next one. Where the folder's file system has no `flock`, only the
+/// registry holds.
+struct FolderLock: ~Copyable {
+  /// The lock file's name in the folder; it is never forwarded and goes with the folder.
+  static let fileName = ".browserdrop-lock"
+
+  /// The folders this process is delivering.
+  private static let busy = Mutex(Set<String>())
+
+  private let folder: String
+  private let descriptor: Int32
+
+  /// Takes the lock of `folder` (a standardized path), or throws `folderBusy`.
+  static func acquire(_ folder: String) async throws -> FolderLock {
+    let taken = busy.withLock { $0.insert(folder).inserted }
+    guard taken else { throw Self.busyFailure(folder) }
+    let descriptor = await DedicatedThread.localIO.run { () -> Int32? in
+      let file = Glibc.open(folder + "/" + fileName, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+      // No lock file (a missing or read-only folder): the scan says what is wrong.
+      guard file >= 0 else { return -1 }
+      do throws(SystemError) {
+        if try Syscall.nonBlocking("flock", { flock(file, LOCK_EX | LOCK_NB) }) == nil {
+          Glibc.close(file)
+          return nil
+        }
+      } catch {
+        // A file system without flock (ENOLCK, EOPNOTSUPP): only this process is kept out.
+      }
+      return file
+    }
+    guard let descriptor else {
+      release(folder)
+      throw Self.busyFailure(folder)
+    }
+    return FolderLock(folder: folder, descriptor: descriptor)
+  }
+
+  private init(folder: String, descriptor: Int32) {
+    self.folder = folder
+    self.descriptor = descriptor
+  }
+
+  private static func release(_ folder: String) {
+    _ = busy.withLock { $0.remove(folder) }
+  }
+
+  private static func busyFailure(_ folder: String) -> ForwardFailure {
+    ForwardFailure(kind: .folderBusy, place: .source, item: folder)
+  }
+
+  /// Gives the lock up: the lock file is closed (releasing the `flock`) on the local lane,
+  /// then the folder leaves the registry.
+  consuming func release() async {
+    let (folder, descriptor) = (self.folder, self.descriptor)
+    if descriptor >= 0 {
+      _ = await DedicatedThread.localIO.run { Glibc.close(descriptor) }
+    }
+    Self.release(folder)
+  }
+}
