@@ -32,6 +32,13 @@ struct GroupCommitTests {
     }
   }
 
+  /// A value the flush stand-ins of one test share (a closure can't capture a lock itself).
+  final class Shared<Value: Sendable>: Sendable {
+    let value: Mutex<Value>
+
+    init(_ value: Value) { self.value = Mutex(value) }
+  }
+
   /// One folder flush as the stand-in saw it: how many names existed when it started.
   struct FlushRecord: Sendable {
     var folder: String
@@ -205,6 +212,46 @@ struct GroupCommitTests {
     #expect(recovered.flushes.withLock { $0.map(\.folder) } == ["/s/a/b"])
     await pool.shutdown()
   }
+
+  /// Upload A made `/s/a`; while A's flush of `/s` runs, the operator removes the folder and
+  /// upload B makes it again. A's flush began before B's `mkdir`, so it does not cover B's
+  /// entry: an upload C into `/s/a` before B's own flushes must still flush `/s`.
+  @Test func aFolderMadeAgainWhileItsMakersFlushRunsStaysUnflushed() async {
+    let gate = Gate()
+    let started = Shared<[String]>([])
+    let operations = FolderSync.Operations(
+      syncData: { _, _ in nil },
+      syncFolder: { path in
+        let firstOfRoot = started.value.withLock { started in
+          defer { started.append(path) }
+          return path == "/s" && !started.contains("/s")
+        }
+        if firstOfRoot { gate.wait() }
+        return nil
+      })
+    let pool = BlockingPool(name: "bd-test-sync", threads: 4)
+    let sync = FolderSync(pool: pool, operations: operations)
+    sync.noteMade("/s/a")
+    let placementA = StagingFolder.Placement(
+      folder: "/s/a", changed: ["/s", "/s/a"], created: ["/s/a"])
+    async let flushedA = sync.flush(placementA, under: "/s")
+    let deadline = ContinuousClock.now + .seconds(10)
+    while !started.value.withLock({ $0.contains("/s") }) && ContinuousClock.now < deadline {
+      await Task.yield()
+    }
+    #expect(started.value.withLock { $0.contains("/s") }, "A's flush of /s never began")
+    // Removed by the operator, made again by B, after A's flush of /s began.
+    sync.noteMade("/s/a")
+    gate.release()
+    #expect(await flushedA)
+    started.value.withLock { $0.removeAll() }
+    let intoRemade = StagingFolder.Placement(folder: "/s/a", changed: ["/s/a"], created: [])
+    #expect(await sync.flush(intoRemade, under: "/s"))
+    #expect(
+      Set(started.value.withLock { $0 }) == ["/s", "/s/a"],
+      "C's 201 would not wait for the flush holding B's entry of /s/a")
+    await pool.shutdown()
+  }
 }
 
 /// The same rules through the real server: many concurrent durable uploads, their flushes
@@ -343,13 +390,56 @@ struct GroupCommitServerTests {
       for try await result in group { results.append(result) }
       return results
     }
+    func fails(_ path: String) -> Bool { path.hasPrefix("broken/") || path == "ok/bad-data.bin" }
     for (path, reply) in results {
-      let fails = path.hasPrefix("broken/") || path == "ok/bad-data.bin"
-      #expect(reply.status == (fails ? 500 : 201), "\(path) got \(reply.status)")
-      if fails { #expect(reply.json?["error"] as? String == "write_failed", "\(path)") }
+      #expect(reply.status == (fails(path) ? 500 : 201), "\(path) got \(reply.status)")
+      if fails(path) { #expect(reply.json?["error"] as? String == "write_failed", "\(path)") }
     }
-    // The data flush failed before the name was made: that file is not stored at all.
-    #expect(session.stagedFiles()["ok/bad-data.bin"] == nil)
-    #expect(!(await session.server.receivedFiles.contains { $0.relativePath == "ok/bad-data.bin" }))
+    // Only what got its 201 is listed, on the disk, and announced: a failed one is reported
+    // once, as failed, and its file is gone.
+    let stored = Set(paths.filter { !fails($0) })
+    #expect(Set(await session.server.receivedFiles.map(\.relativePath)) == stored)
+    #expect(Set(session.stagedFiles().keys) == stored)
+    let expected = 2 * paths.count
+    let events = try await session.log.wait { events in
+      events.filter { $0.isUploadEvent }.count >= expected
+    }
+    for path in paths {
+      let finished = events.filter {
+        if case .uploadFinished(let file) = $0 { file.relativePath == path } else { false }
+      }
+      let failed = events.filter {
+        if case .uploadFailed(let upload, .writeFailed(_)) = $0 {
+          upload.relativePath == path
+        } else {
+          false
+        }
+      }
+      #expect(finished.count == (fails(path) ? 0 : 1), "\(path): \(finished.count) finished")
+      #expect(failed.count == (fails(path) ? 1 : 0), "\(path): \(failed.count) failed")
+    }
+  }
+
+  /// A durable upload that replaces an earlier file of its path and then meets a failed folder
+  /// flush: its name is removed again, and the earlier file, replaced on the disk, is no longer
+  /// listed either.
+  @Test func aFailedFolderFlushOfAReplacementListsNeitherFile() async throws {
+    let session = try await TestSession.start()
+    defer { Task { await session.stop() } }
+    let failing = GroupCommitTests.Shared(false)
+    let operations = FolderSync.Operations(
+      syncData: FolderSync.Operations.system.syncData,
+      syncFolder: { path in
+        failing.value.withLock { $0 }
+          ? SystemError(call: "fsync", code: EIO) : FolderSync.Operations.system.syncFolder(path)
+      })
+    FolderSync.replaceOperationsForTesting(under: session.root.path, with: operations)
+    defer { FolderSync.removeOperationsForTesting(under: session.root.path) }
+    #expect(try await session.upload("late/r.bin", TestBytes.make(100)).status == 201)
+    failing.value.withLock { $0 = true }
+    let reply = try await session.upload("late/r.bin", TestBytes.make(200, seed: 2))
+    #expect(reply.status == 500 && reply.json?["error"] as? String == "write_failed")
+    #expect(await session.server.receivedFiles.isEmpty)
+    #expect(session.stagedFiles().isEmpty)
   }
 }
