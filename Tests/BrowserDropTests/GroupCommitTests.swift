@@ -128,6 +128,38 @@ struct GroupCommitTests {
     await pool.shutdown()
   }
 
+  /// The same through `join`, as durable uploads call it: from the I/O thread that named the
+  /// file, which runs the flush itself when none is running.
+  @Test func uploadsJoiningFromTheirIOThreadsShareOneFolderFlush() async throws {
+    let recorder = Recorder()
+    let pool = BlockingPool(name: "bd-test-sync", threads: 4)
+    let sync = FolderSync(pool: pool, operations: recorder.operations)
+    let placement = StagingFolder.Placement(folder: "/f", changed: ["/f"], created: [])
+    @Sendable func joinFromPool() async -> Bool {
+      await withCheckedContinuation { continuation in
+        pool.submit { sync.join(placement, under: "/f") { continuation.resume(returning: $0) } }
+      }
+    }
+    let uploads = 40
+    let results = try await withThrowingTaskGroup(of: Bool.self) { group in
+      group.addTask { await joinFromPool() }
+      let deadline = ContinuousClock.now + .seconds(10)
+      while recorder.flushes.withLock({ $0.isEmpty }) && ContinuousClock.now < deadline {
+        await Task.yield()
+      }
+      for _ in 1..<uploads { group.addTask { await joinFromPool() } }
+      try await waitUntil(sync, has: uploads - 1, waitingFor: "/f")
+      recorder.gate.release()
+      var results: [Bool] = []
+      for try await result in group { results.append(result) }
+      return results
+    }
+    #expect(results.count == uploads && results.allSatisfy { $0 })
+    let flushes = recorder.flushes.withLock { $0.count }
+    #expect(flushes == 2, "40 uploads took \(flushes) flushes")
+    await pool.shutdown()
+  }
+
   @Test func aFailedFlushFailsOnlyTheUploadsItCovers() async throws {
     // Flush 0 succeeds (one upload), flush 1 fails (the 9 that waited meanwhile), and an upload
     // after that gets flush 2, which succeeds.
@@ -202,10 +234,9 @@ struct GroupCommitTests {
     let recovered = Recorder()
     recovered.gate.release()
     let working = FolderSync(pool: pool, operations: recovered.operations)
-    working.noteMade("/s/a")
-    working.noteMade("/s/a/b")
     let made = StagingFolder.Placement(
-      folder: "/s/a/b", changed: ["/s", "/s/a", "/s/a/b"], created: ["/s/a", "/s/a/b"])
+      folder: "/s/a/b", changed: ["/s", "/s/a", "/s/a/b"],
+      created: [working.noteMade("/s/a"), working.noteMade("/s/a/b")])
     #expect(await working.flush(made, under: "/s"))
     recovered.flushes.withLock { $0.removeAll() }
     #expect(await working.flush(intoMadeFolder, under: "/s"))
@@ -231,9 +262,9 @@ struct GroupCommitTests {
       })
     let pool = BlockingPool(name: "bd-test-sync", threads: 4)
     let sync = FolderSync(pool: pool, operations: operations)
-    sync.noteMade("/s/a")
+    let madeByA = sync.noteMade("/s/a")
     let placementA = StagingFolder.Placement(
-      folder: "/s/a", changed: ["/s", "/s/a"], created: ["/s/a"])
+      folder: "/s/a", changed: ["/s", "/s/a"], created: [madeByA])
     async let flushedA = sync.flush(placementA, under: "/s")
     let deadline = ContinuousClock.now + .seconds(10)
     while !started.value.withLock({ $0.contains("/s") }) && ContinuousClock.now < deadline {

@@ -8,6 +8,8 @@ import Glibc
 /// 3. the file made durable, and inspected if the body was too short to be inspected while it
 ///    arrived (`finishWriting`),
 /// 4. the server asked to store it under its name (`store`).
+/// With durability on, 3 and 4 are one trip to the I/O threads, the name decided by the server
+/// first (`UploadReceiver+Durable.swift`).
 struct UploadReceiver {
   let socket: Socket
   let services: SessionServices
@@ -38,10 +40,7 @@ struct UploadReceiver {
         close(partial.fd)
       }
       let inspected = try await streamBody(into: partial.fd, leftover: leftover)
-      let found = try await finishWriting(partial.fd, alreadyFound: inspected)
-      if let refusal = found.refusal { throw .refusedContent(refusal) }
-      if Task.isCancelled { throw .cancelled }
-      return .success(try await store(partial, found: found, installed: &installed))
+      return .success(try await finish(partial, inspected: inspected, installed: &installed))
     } catch {
       return .failure(error)
     }
@@ -75,10 +74,7 @@ struct UploadReceiver {
       let inspected = try await streamBody(
         into: fd, leftover: leftover, from: resumable.offset, until: resumable.hold,
         checkpoint: Self.checkpoint(resumable, fd: fd, record: record))
-      let found = try await finishWriting(fd, alreadyFound: inspected)
-      if let refusal = found.refusal { throw .refusedContent(refusal) }
-      if Task.isCancelled { throw .cancelled }
-      return try await store(partial, found: found, installed: &installed)
+      return try await finish(partial, inspected: inspected, installed: &installed)
     } catch  where error.isResumable {
       let store = resumable.store
       let id = resumable.id
@@ -115,9 +111,23 @@ struct UploadReceiver {
     }
   }
 
+  /// Steps 3 and 4, the last byte written: with durability on, `storeDurably` (one trip to the
+  /// I/O threads); otherwise the inspection still due, then the name.
+  private func finish(
+    _ partial: PartialFile, inspected: ContentInspector.Finding?, installed: inout Bool
+  ) async throws(BodyFailure) -> [UInt8] {
+    if services.configuration.durability && !Task.isCancelled {
+      return try await storeDurably(partial, alreadyFound: inspected, installed: &installed)
+    }
+    let found = try await finishWriting(partial.fd, alreadyFound: inspected)
+    if let refusal = found.refusal { throw .refusedContent(refusal) }
+    if Task.isCancelled { throw .cancelled }
+    return try await store(partial, found: found, installed: &installed)
+  }
+
   /// The last byte is written: makes it durable, and finds out what a body that fitted in the
   /// sniffed prefix is, off the cooperative pool.
-  private func finishWriting(
+  func finishWriting(
     _ fd: Int32, alreadyFound: ContentInspector.Finding?
   ) async throws(BodyFailure) -> ContentInspector.Finding {
     let durable = services.configuration.durability
@@ -141,8 +151,8 @@ struct UploadReceiver {
     }
   }
 
-  /// Asks the server to place the file under its name; with durability on, waits for the
-  /// folders whose entries changed to be flushed. Sets `installed` once the file has its name.
+  /// Asks the server to place the file under its name (durability off). Sets `installed` once
+  /// the file has its name.
   private func store(
     _ partial: PartialFile, found: ContentInspector.Finding, installed: inout Bool
   ) async throws(BodyFailure) -> [UInt8] {
@@ -150,15 +160,8 @@ struct UploadReceiver {
     switch await server.store(
       ticket, partial: partial, mimeType: found.mimeType, kind: found.kind)
     {
-    case .success(let (_, placement)):
+    case .success:
       installed = true
-      if services.configuration.durability {
-        guard await services.folderSync.flush(placement, under: services.staging.sessionPath)
-        else {
-          return Response.refusal(
-            Refusal(.writeFailed, "The disk reported an error while the file was made durable."))
-        }
-      }
       return Response.created(path: ticket.path.value)
     case .failure(let refusal):
       // `store` has already reported the failure; the partial file goes on the way out.
