@@ -203,6 +203,8 @@ struct GroupCommitServerTests {
     let session = try await TestSession.start()
     defer { Task { await session.stop() } }
     let gate = GroupCommitTests.Gate()
+    // Whatever happens, the I/O thread held at the gate goes back to the shared pool.
+    defer { gate.release() }
     let started = GroupCommitTests.Shared(0)
     let operations = FolderSync.Operations(
       syncData: FolderSync.Operations.system.syncData,
