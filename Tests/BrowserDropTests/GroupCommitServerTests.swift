@@ -206,6 +206,7 @@ struct GroupCommitServerTests {
     // Whatever happens, the I/O thread held at the gate goes back to the shared pool.
     defer { gate.release() }
     let started = GroupCommitTests.Shared(0)
+    let (flushStarted, signal) = AsyncStream.makeStream(of: Void.self)
     let operations = FolderSync.Operations(
       syncData: FolderSync.Operations.system.syncData,
       syncFolder: { path in
@@ -213,16 +214,24 @@ struct GroupCommitServerTests {
           count += 1
           return count == 1
         }
-        if first { gate.wait() }
+        if first {
+          signal.yield()
+          gate.wait()
+        }
         return FolderSync.Operations.system.syncFolder(path)
       })
     FolderSync.replaceOperationsForTesting(under: session.root.path, with: operations)
     defer { FolderSync.removeOperationsForTesting(under: session.root.path) }
     async let first = session.upload("x", TestBytes.make(100, seed: 1))
-    let deadline = ContinuousClock.now + .seconds(10)
-    while started.value.withLock({ $0 }) == 0 && ContinuousClock.now < deadline {
-      await Task.yield()
+    // Awaited, not polled (a poll spins on the cooperative pool, which other tests need), and
+    // bounded: the stream ends after 20 s whatever happens.
+    let bound = Task {
+      try? await Task.sleep(for: .seconds(20))
+      signal.finish()
     }
+    for await _ in flushStarted { break }
+    bound.cancel()
+    #expect(started.value.withLock { $0 } == 1, "the first upload's folder flush never began")
     let contradicting = try await session.upload("x/y.bin", TestBytes.make(10))
     #expect(contradicting.status == 409 && contradicting.errorCode == "path_conflict")
     #expect(await session.server.receivedFiles.isEmpty, "listed before its folder flush")
