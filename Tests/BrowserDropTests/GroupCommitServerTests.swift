@@ -196,53 +196,6 @@ struct GroupCommitServerTests {
     #expect(session.stagedFiles().isEmpty)
   }
 
-  /// While a durable upload's flushes run, its name is reserved: an upload that contradicts it
-  /// is refused (409 `path_conflict`), and one of the same path waits for its outcome, so the
-  /// listing ends with the file that is on the disk.
-  @Test func aNameIsReservedWhileItsFlushesRun() async throws {
-    let session = try await TestSession.start()
-    defer { Task { await session.stop() } }
-    let gate = GroupCommitTests.Gate()
-    // Whatever happens, the I/O thread held at the gate goes back to the shared pool.
-    defer { gate.release() }
-    let started = GroupCommitTests.Shared(0)
-    let (flushStarted, signal) = AsyncStream.makeStream(of: Void.self)
-    let operations = FolderSync.Operations(
-      syncData: FolderSync.Operations.system.syncData,
-      syncFolder: { path in
-        let first = started.value.withLock { count in
-          count += 1
-          return count == 1
-        }
-        if first {
-          signal.yield()
-          gate.wait()
-        }
-        return FolderSync.Operations.system.syncFolder(path)
-      })
-    FolderSync.replaceOperationsForTesting(under: session.root.path, with: operations)
-    defer { FolderSync.removeOperationsForTesting(under: session.root.path) }
-    async let first = session.upload("x", TestBytes.make(100, seed: 1))
-    // Awaited, not polled (a poll spins on the cooperative pool, which other tests need), and
-    // bounded: the stream ends after 20 s whatever happens.
-    let bound = Task {
-      try? await Task.sleep(for: .seconds(20))
-      signal.finish()
-    }
-    for await _ in flushStarted { break }
-    bound.cancel()
-    #expect(started.value.withLock { $0 } == 1, "the first upload's folder flush never began")
-    let contradicting = try await session.upload("x/y.bin", TestBytes.make(10))
-    #expect(contradicting.status == 409 && contradicting.errorCode == "path_conflict")
-    #expect(await session.server.receivedFiles.isEmpty, "listed before its folder flush")
-    async let second = session.upload("x", TestBytes.make(200, seed: 2))
-    gate.release()
-    #expect(try await first.status == 201)
-    #expect(try await second.status == 201)
-    #expect(session.stagedFiles() == ["x": TestBytes.make(200, seed: 2)])
-    #expect(await session.server.receivedFiles.map(\.size) == [200])
-  }
-
   /// A resumable upload whose folder flush fails is not remembered as complete: HEAD does not
   /// know it, so its client sends it again rather than trusting a file that is gone.
   @Test func aResumableUploadWhoseFolderFlushFailsIsNotComplete() async throws {
