@@ -59,6 +59,7 @@ extension BrowserDropServer {
     }
     guard case .starting = state else { throw await undo(.sessionEnded) }
     index = SessionIndex(caseInsensitive: caseInsensitive)
+    reservations = NameReservations(caseInsensitive: caseInsensitive)
     adoptRecovered(recovered)
     let services: SessionServices
     do throws(BrowserDropError) {
