@@ -9,9 +9,7 @@ running both binaries one after the other. The staging folder is on tmpfs (/dev/
 and ext4's inode allocation after a run that deleted thousands of files, make W2's time and CPU
 vary several-fold between runs on these shared machines, and that noise hides any change of a few
 per cent in the server's own work. Reports the median user and system CPU per file of each
-binary and variant, and their ratio, and the median voluntary context switches per file (every
-thread of the server, from /proc/PID/task/*/status: how often a thread blocked, each a hop
-between threads or a wait). Only 127.0.0.1 is contacted; every run is bounded.
+binary and variant, and their ratio. Only 127.0.0.1 is contacted; every run is bounded.
 """
 import os, shutil, statistics, subprocess, sys, tempfile
 
@@ -33,35 +31,18 @@ def cpu(pid):
     return int(fields[11]) / TICKS, int(fields[12]) / TICKS
 
 
-def switches(pid):
-    """Voluntary context switches of every thread of `pid` so far (threads that ended are not
-    counted; the server's threads live as long as it does)."""
-    total = 0
-    for task in os.listdir("/proc/%d/task" % pid):
-        try:
-            for line in open("/proc/%d/task/%s/status" % (pid, task)):
-                if line.startswith("voluntary_ctxt_switches:"):
-                    total += int(line.split()[1])
-        except OSError:
-            pass
-    return total
-
-
 def run(binary, durability, sniffing, loadclient):
     staging = tempfile.mkdtemp(prefix="bd-cpu-ab-", dir=TMPFS)
     server = bench.Server(binary, staging, durability == "on", sniffing == "on")
     try:
         user0, system0 = cpu(server.process.pid)
-        switches0 = switches(server.process.pid)
         result = subprocess.run(
             [loadclient, str(server.port), str(COUNT), str(KB * 1024), str(PAR), "f"],
             capture_output=True, text=True, timeout=300)
         user1, system1 = cpu(server.process.pid)
-        switches1 = switches(server.process.pid)
         if '"ok": %d,' % COUNT not in result.stdout:
             raise RuntimeError("load failed: %s %s" % (result.stdout, result.stderr))
-        return ((user1 - user0) / COUNT * 1e6, (system1 - system0) / COUNT * 1e6,
-                (switches1 - switches0) / COUNT)
+        return (user1 - user0) / COUNT * 1e6, (system1 - system0) / COUNT * 1e6
     finally:
         server.stop()
         shutil.rmtree(staging, ignore_errors=True)
@@ -78,23 +59,20 @@ def main():
     for round_ in range(ROUNDS):
         for variant in VARIANTS:
             for name, binary in binaries.items():
-                user, system, switched = run(binary, *variant, loadclient)
-                samples.setdefault((variant, name), []).append((user, system, switched))
-                print("round %d durability %-3s sniffing %-3s %s: user %4.0f µs, system %4.0f µs, "
-                      "%.1f voluntary switches per file"
-                      % (round_ + 1, variant[0], variant[1], name, user, system, switched), flush=True)
-    print("\n| durability | sniffing | old user+sys µs/file | new user+sys µs/file | new/old "
-          "| old switches/file | new switches/file |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+                user, system = run(binary, *variant, loadclient)
+                samples.setdefault((variant, name), []).append((user, system))
+                print("round %d durability %-3s sniffing %-3s %s: user %4.0f µs, system %4.0f µs per file"
+                      % (round_ + 1, variant[0], variant[1], name, user, system), flush=True)
+    print("\n| durability | sniffing | old user+sys µs/file | new user+sys µs/file | new/old |")
+    print("| --- | --- | --- | --- | --- |")
     for variant in VARIANTS:
         medians = {}
         for name in binaries:
             values = samples[(variant, name)]
-            medians[name] = tuple(statistics.median(v[i] for v in values) for i in range(3))
+            medians[name] = (statistics.median(u for u, _ in values), statistics.median(s for _, s in values))
         old, new = medians["old"], medians["new"]
-        print("| %s | %s | %.0f + %.0f | %.0f + %.0f | %.2f× | %.1f | %.1f |" % (
-            variant[0], variant[1], old[0], old[1], new[0], new[1],
-            (new[0] + new[1]) / (old[0] + old[1]), old[2], new[2]))
+        print("| %s | %s | %.0f + %.0f | %.0f + %.0f | %.2f× |" % (
+            variant[0], variant[1], old[0], old[1], new[0], new[1], (new[0] + new[1]) / (old[0] + old[1])))
 
 
 if __name__ == "__main__":

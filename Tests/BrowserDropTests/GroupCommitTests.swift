@@ -32,13 +32,6 @@ struct GroupCommitTests {
     }
   }
 
-  /// A value the flush stand-ins of one test share (a closure can't capture a lock itself).
-  final class Shared<Value: Sendable>: Sendable {
-    let value: Mutex<Value>
-
-    init(_ value: Value) { self.value = Mutex(value) }
-  }
-
   /// One folder flush as the stand-in saw it: how many names existed when it started.
   struct FlushRecord: Sendable {
     var folder: String
@@ -128,38 +121,6 @@ struct GroupCommitTests {
     await pool.shutdown()
   }
 
-  /// The same through `join`, as durable uploads call it: from the I/O thread that named the
-  /// file, which runs the flush itself when none is running.
-  @Test func uploadsJoiningFromTheirIOThreadsShareOneFolderFlush() async throws {
-    let recorder = Recorder()
-    let pool = BlockingPool(name: "bd-test-sync", threads: 4)
-    let sync = FolderSync(pool: pool, operations: recorder.operations)
-    let placement = StagingFolder.Placement(folder: "/f", changed: ["/f"], created: [])
-    @Sendable func joinFromPool() async -> Bool {
-      await withCheckedContinuation { continuation in
-        pool.submit { sync.join(placement, under: "/f") { continuation.resume(returning: $0) } }
-      }
-    }
-    let uploads = 40
-    let results = try await withThrowingTaskGroup(of: Bool.self) { group in
-      group.addTask { await joinFromPool() }
-      let deadline = ContinuousClock.now + .seconds(10)
-      while recorder.flushes.withLock({ $0.isEmpty }) && ContinuousClock.now < deadline {
-        await Task.yield()
-      }
-      for _ in 1..<uploads { group.addTask { await joinFromPool() } }
-      try await waitUntil(sync, has: uploads - 1, waitingFor: "/f")
-      recorder.gate.release()
-      var results: [Bool] = []
-      for try await result in group { results.append(result) }
-      return results
-    }
-    #expect(results.count == uploads && results.allSatisfy { $0 })
-    let flushes = recorder.flushes.withLock { $0.count }
-    #expect(flushes == 2, "40 uploads took \(flushes) flushes")
-    await pool.shutdown()
-  }
-
   @Test func aFailedFlushFailsOnlyTheUploadsItCovers() async throws {
     // Flush 0 succeeds (one upload), flush 1 fails (the 9 that waited meanwhile), and an upload
     // after that gets flush 2, which succeeds.
@@ -234,53 +195,161 @@ struct GroupCommitTests {
     let recovered = Recorder()
     recovered.gate.release()
     let working = FolderSync(pool: pool, operations: recovered.operations)
+    working.noteMade("/s/a")
+    working.noteMade("/s/a/b")
     let made = StagingFolder.Placement(
-      folder: "/s/a/b", changed: ["/s", "/s/a", "/s/a/b"],
-      created: [working.noteMade("/s/a"), working.noteMade("/s/a/b")])
+      folder: "/s/a/b", changed: ["/s", "/s/a", "/s/a/b"], created: ["/s/a", "/s/a/b"])
     #expect(await working.flush(made, under: "/s"))
     recovered.flushes.withLock { $0.removeAll() }
     #expect(await working.flush(intoMadeFolder, under: "/s"))
     #expect(recovered.flushes.withLock { $0.map(\.folder) } == ["/s/a/b"])
     await pool.shutdown()
   }
+}
 
-  /// Upload A made `/s/a`; while A's flush of `/s` runs, the operator removes the folder and
-  /// upload B makes it again. A's flush began before B's `mkdir`, so it does not cover B's
-  /// entry: an upload C into `/s/a` before B's own flushes must still flush `/s`.
-  @Test func aFolderMadeAgainWhileItsMakersFlushRunsStaysUnflushed() async {
-    let gate = Gate()
-    let started = Shared<[String]>([])
-    let operations = FolderSync.Operations(
-      syncData: { _, _ in nil },
-      syncFolder: { path in
-        let firstOfRoot = started.value.withLock { started in
-          defer { started.append(path) }
-          return path == "/s" && !started.contains("/s")
-        }
-        if firstOfRoot { gate.wait() }
-        return nil
-      })
-    let pool = BlockingPool(name: "bd-test-sync", threads: 4)
-    let sync = FolderSync(pool: pool, operations: operations)
-    let madeByA = sync.noteMade("/s/a")
-    let placementA = StagingFolder.Placement(
-      folder: "/s/a", changed: ["/s", "/s/a"], created: [madeByA])
-    async let flushedA = sync.flush(placementA, under: "/s")
-    let deadline = ContinuousClock.now + .seconds(10)
-    while !started.value.withLock({ $0.contains("/s") }) && ContinuousClock.now < deadline {
-      await Task.yield()
+/// The same rules through the real server: many concurrent durable uploads, their flushes
+/// recorded by a stand-in that calls the real ones.
+@Suite("Group commit on the real server")
+struct GroupCommitServerTests {
+  enum Step: Sendable, Equatable {
+    /// A data flush began; `named` says whether the final name already existed (it must not).
+    case dataStart(label: String, named: Bool)
+    case dataDone(label: String)
+    /// A folder flush began, with the names the folder held then (what it covers).
+    case folderStart(path: String, names: Set<String>)
+    case folderDone(path: String)
+  }
+
+  final class Trace: Sendable {
+    let steps = Mutex<[Step]>([])
+    let failingLabels: Set<String>
+    let failingFolderSuffixes: [String]
+    let sessionFolder: String
+
+    init(
+      sessionFolder: String, failingLabels: Set<String> = [], failingFolderSuffixes: [String] = []
+    ) {
+      self.sessionFolder = sessionFolder
+      self.failingLabels = failingLabels
+      self.failingFolderSuffixes = failingFolderSuffixes
     }
-    #expect(started.value.withLock { $0.contains("/s") }, "A's flush of /s never began")
-    // Removed by the operator, made again by B, after A's flush of /s began.
-    sync.noteMade("/s/a")
-    gate.release()
-    #expect(await flushedA)
-    started.value.withLock { $0.removeAll() }
-    let intoRemade = StagingFolder.Placement(folder: "/s/a", changed: ["/s/a"], created: [])
-    #expect(await sync.flush(intoRemade, under: "/s"))
-    #expect(
-      Set(started.value.withLock { $0 }) == ["/s", "/s/a"],
-      "C's 201 would not wait for the flush holding B's entry of /s/a")
-    await pool.shutdown()
+
+    var operations: FolderSync.Operations {
+      FolderSync.Operations(
+        syncData: { fd, label in
+          let named = access(self.sessionFolder + "/" + label, F_OK) == 0
+          self.steps.withLock { $0.append(.dataStart(label: label, named: named)) }
+          let failure = FolderSync.Operations.system.syncData(fd, label)
+          self.steps.withLock { $0.append(.dataDone(label: label)) }
+          if self.failingLabels.contains(label) { return SystemError(call: "fdatasync", code: EIO) }
+          return failure
+        },
+        syncFolder: { path in
+          let names = Set((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? [])
+          self.steps.withLock { $0.append(.folderStart(path: path, names: names)) }
+          let failure = FolderSync.Operations.system.syncFolder(path)
+          self.steps.withLock { $0.append(.folderDone(path: path)) }
+          if self.failingFolderSuffixes.contains(where: path.hasSuffix) {
+            return SystemError(call: "fsync", code: EIO)
+          }
+          return failure
+        })
+    }
+
+    /// Whether `steps` show `relativePath`'s data flushed before its name existed, then a
+    /// completed flush of its folder that began after the data flush and covered its name, and a
+    /// completed flush covering each folder above it.
+    static func inOrder(_ relativePath: String, sessionFolder: String, _ steps: [Step]) -> Bool {
+      guard
+        let dataStart = steps.firstIndex(where: {
+          if case .dataStart(relativePath, _) = $0 { true } else { false }
+        }),
+        case .dataStart(_, let named) = steps[dataStart], !named,
+        let dataDone = steps.firstIndex(of: .dataDone(label: relativePath)), dataDone > dataStart
+      else { return false }
+      func coveredFlush(of folder: String, naming name: String, after earliest: Int) -> Bool {
+        steps.indices.contains { index in
+          guard index > earliest, case .folderStart(let path, let names) = steps[index],
+            path == folder, names.contains(name)
+          else { return false }
+          return steps[(index + 1)...].contains(.folderDone(path: folder))
+        }
+      }
+      var components = relativePath.split(separator: "/").map(String.init)
+      var after = dataDone
+      while let name = components.popLast() {
+        let folder = ([sessionFolder] + components).joined(separator: "/")
+        guard coveredFlush(of: folder, naming: name, after: after) else { return false }
+        // A folder above the file may have been made and flushed before this upload began.
+        after = -1
+      }
+      return true
+    }
+  }
+
+  @Test func concurrentDurableUploadsAnswerOnlyAfterDataNameAndFolderAreFlushed() async throws {
+    let session = try await TestSession.start()
+    defer { Task { await session.stop() } }
+    let sessionFolder = session.server.sessionFolder.path
+    let trace = Trace(sessionFolder: sessionFolder)
+    FolderSync.replaceOperationsForTesting(under: session.root.path, with: trace.operations)
+    defer { FolderSync.removeOperationsForTesting(under: session.root.path) }
+    let uploads = 48
+    let results = try await withThrowingTaskGroup(of: (String, Int, Bool).self) { group in
+      for index in 0..<uploads {
+        let path = index % 4 == 0 ? "top-\(index).bin" : "group-\(index % 3)/file-\(index).bin"
+        let body = TestBytes.make(1 + index * 311, seed: UInt64(index) + 1)
+        group.addTask {
+          let reply = try await session.upload(path, body)
+          // What had been flushed when this 201 arrived.
+          let ordered = Trace.inOrder(
+            path, sessionFolder: sessionFolder, trace.steps.withLock { $0 })
+          return (path, reply.status, ordered)
+        }
+      }
+      var results: [(String, Int, Bool)] = []
+      for try await result in group { results.append(result) }
+      return results
+    }
+    #expect(results.count == uploads)
+    for (path, status, ordered) in results {
+      #expect(status == 201, "\(path)")
+      #expect(ordered, "\(path): answered before its data, name and folder were flushed in order")
+    }
+    let staged = session.stagedFiles()
+    #expect(staged.count == uploads)
+    for index in 0..<uploads {
+      let path = index % 4 == 0 ? "top-\(index).bin" : "group-\(index % 3)/file-\(index).bin"
+      #expect(staged[path] == TestBytes.make(1 + index * 311, seed: UInt64(index) + 1), "\(path)")
+    }
+  }
+
+  @Test func aFailedFlushFailsOnlyTheUploadsItCovers() async throws {
+    let session = try await TestSession.start()
+    defer { Task { await session.stop() } }
+    let sessionFolder = session.server.sessionFolder.path
+    let trace = Trace(
+      sessionFolder: sessionFolder, failingLabels: ["ok/bad-data.bin"],
+      failingFolderSuffixes: ["/broken"])
+    FolderSync.replaceOperationsForTesting(under: session.root.path, with: trace.operations)
+    defer { FolderSync.removeOperationsForTesting(under: session.root.path) }
+    var paths = (0..<12).map { "ok/file-\($0).bin" } + (0..<6).map { "broken/file-\($0).bin" }
+    paths.append("ok/bad-data.bin")
+    let results = try await withThrowingTaskGroup(of: (String, HTTPReply).self) { group in
+      for path in paths {
+        group.addTask { (path, try await session.upload(path, TestBytes.make(4096))) }
+      }
+      var results: [(String, HTTPReply)] = []
+      for try await result in group { results.append(result) }
+      return results
+    }
+    for (path, reply) in results {
+      let fails = path.hasPrefix("broken/") || path == "ok/bad-data.bin"
+      #expect(reply.status == (fails ? 500 : 201), "\(path) got \(reply.status)")
+      if fails { #expect(reply.json?["error"] as? String == "write_failed", "\(path)") }
+    }
+    // The data flush failed before the name was made: that file is not stored at all.
+    #expect(session.stagedFiles()["ok/bad-data.bin"] == nil)
+    #expect(!(await session.server.receivedFiles.contains { $0.relativePath == "ok/bad-data.bin" }))
   }
 }

@@ -59,7 +59,6 @@ extension BrowserDropServer {
     }
     guard case .starting = state else { throw await undo(.sessionEnded) }
     index = SessionIndex(caseInsensitive: caseInsensitive)
-    reservations = NameReservations(caseInsensitive: caseInsensitive)
     adoptRecovered(recovered)
     let services: SessionServices
     do throws(BrowserDropError) {

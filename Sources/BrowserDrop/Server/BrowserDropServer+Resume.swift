@@ -174,6 +174,7 @@ extension BrowserDropServer {
       if let forgotten { store.removeRecord(forgotten) }
     }
     holdEnded(id)
+    ResumeCrashPoint.reach(.stored)
   }
 
   /// The session is ending: every upload it started that is paused ends with

@@ -44,12 +44,11 @@ extension BrowserDropServer {
     }
   }
 
-  /// Stores a complete upload without durability: checks the name again, moves the file into
-  /// place and records it. (A durable upload is stored through `reserve` instead, its name made
-  /// on an I/O thread after its data flush: `BrowserDropServer+DurableStore.swift`.)
+  /// Stores a complete upload: checks the name again, moves the file into place and records it.
+  /// Returns the record and where its name went (the folders to flush for durability).
   func store(
     _ ticket: UploadTicket, partial: PartialFile, mimeType: String?, kind: ContentKind
-  ) -> Result<ReceivedFile, Refusal> {
+  ) -> Result<(ReceivedFile, StagingFolder.Placement), Refusal> {
     guard let session = state.session, admission.isInFlight(ticket.upload.id) else {
       return .failure(Refusal(.writeFailed, "The session ended while the file was arriving."))
     }
@@ -57,21 +56,19 @@ extension BrowserDropServer {
       endUpload(ticket, failure: .pathConflict)
       return .failure(conflict)
     }
+    let placement: StagingFolder.Placement
     if ticket.resumable != nil { ResumeCrashPoint.reach(.received) }
     do {
-      try staging.place(partial: partial, at: ticket.path, sessionFD: session.sessionFD)
+      // With durability on, a folder made here is known to be unflushed before any other upload
+      // can use it (`FolderSync.flush`), even when this upload then fails.
+      let folderSync = session.services.configuration.durability ? session.services.folderSync : nil
+      placement = try staging.place(
+        partial: partial, at: ticket.path, sessionFD: session.sessionFD,
+        made: { folderSync?.noteMade($0) })
     } catch {
       endUpload(ticket, failure: .writeFailed(error.reason))
       return .failure(Refusal(.writeFailed, "The file couldn't be stored: \(error.reason)."))
     }
-    if ticket.resumable != nil { ResumeCrashPoint.reach(.stored) }
-    return .success(recordStored(ticket, mimeType: mimeType, kind: kind))
-  }
-
-  /// An upload whose file has its name (and, with durability, is on the device): listed, ended,
-  /// reported finished.
-  @discardableResult
-  func recordStored(_ ticket: UploadTicket, mimeType: String?, kind: ContentKind) -> ReceivedFile {
     let file = ReceivedFile(
       relativePath: ticket.path.value, size: ticket.upload.size,
       sessionFolder: staging.session, receivedAt: Date(), mimeType: mimeType, kind: kind)
@@ -80,7 +77,7 @@ extension BrowserDropServer {
     if let resumable = ticket.resumable { completeResumable(resumable) }
     endUpload(ticket, failure: nil)
     eventSink.yield(.uploadFinished(file))
-    return file
+    return .success((file, placement))
   }
 
   /// Ends an upload that did not complete: `.uploadFailed` with the reason.

@@ -31,8 +31,6 @@ public actor BrowserDropServer {
   /// Where the session is in its life, with what exists at that point (`ServerState.swift`).
   var state = ServerState.idle
   var index = SessionIndex(caseInsensitive: false)
-  /// Names of durable uploads whose flushes are running (`BrowserDropServer+DurableStore.swift`).
-  var reservations = NameReservations(caseInsensitive: false)
   var admission: UploadAdmission
   /// Where cut-off uploads are kept; `nil` when uploads are not resumable.
   let resumableStore: ResumableStore?

@@ -100,65 +100,27 @@ struct StagingFolder: Sendable {
     var folder: String
     /// Folders whose entries changed, the file's own last.
     var changed: [String]
-    /// Folders made for this file and noted unflushed (`FolderSync.noteMade`), outermost first.
-    var created: [FolderSync.MadeFolder]
+    /// Folders made for this file, outermost first.
+    var created: [String]
   }
 
-  /// A stored file's name, decided by the server: its folder made where missing and open, so
-  /// the name can be given by the actor (``place(partial:at:sessionFD:)``) or by an I/O thread
-  /// after the data flush (`UploadReceiver+Durable.swift`). Whoever has it closes it, once.
-  struct Destination: Sendable {
-    /// The file's folder; the session folder's own descriptor when the file is at the top (the
-    /// session keeps that one open until every connection has ended).
-    let folderFD: Int32
-    let ownsFolderFD: Bool
-    /// The file's name in it.
-    let name: String
-    /// The folders its name changes.
-    let placement: Placement
-
-    /// Gives the complete partial file this name (`PartialFile.install`).
-    func install(_ partial: PartialFile) throws(SystemError) {
-      try partial.install(in: folderFD, as: name)
-    }
-
-    /// Removes the name again, never through a link: the file whose folder flush failed.
-    func removeName() {
-      unlinkat(folderFD, name, 0)
-    }
-
-    func close() {
-      if ownsFolderFD { Glibc.close(folderFD) }
-    }
-  }
-
-  /// Opens the folder for `path`, creating missing folders. Metadata calls only, in the actor,
-  /// so names are decided in one place. Never follows a symlink on the way: a folder replaced
-  /// by a link (planted by another process) fails the upload instead of sending the file
-  /// elsewhere. `sessionFD` is the session folder, open for the session's life, so a file at
-  /// the top level costs no extra `open`. `made` hears of each folder as soon as it is made,
-  /// even when a later step fails; what it returns goes in `Placement.created`.
-  func prepare(
-    at path: UploadPath, sessionFD: Int32,
-    made: (String) -> FolderSync.MadeFolder? = { _ in nil }
-  ) throws(SystemError) -> Destination {
-    var noted: [FolderSync.MadeFolder] = []
+  /// Moves a complete partial file into place, creating its folders. Returns the folders whose
+  /// entries changed (to be flushed for durability). Runs in the actor: metadata calls only.
+  /// Never follows a symlink on the way: a folder replaced by a link (planted by another
+  /// process) fails the upload instead of sending the file elsewhere. `sessionFD` is the session
+  /// folder, open for the session's life, so a file at the top level costs no extra `open`.
+  /// `made` hears of each folder as soon as it is made, even when a later step fails.
+  func place(
+    partial: PartialFile, at path: UploadPath, sessionFD: Int32,
+    made: (String) -> Void = { _ in }
+  ) throws(SystemError) -> Placement {
     let (folderFD, folder, created) = try openFolder(
-      path.segments.dropLast(), creating: true, from: sessionFD,
-      made: { folder in if let note = made(folder) { noted.append(note) } })
+      path.segments.dropLast(), creating: true, from: sessionFD, made: made)
+    defer { if folderFD != sessionFD { close(folderFD) } }
+    try partial.install(in: folderFD, as: String(path.segments.last!))
     // A folder made here changed its parent's entries.
     let changed = created.map { String($0[..<$0.lastIndex(of: "/")!]) } + [folder]
-    return Destination(
-      folderFD: folderFD, ownsFolderFD: folderFD != sessionFD, name: String(path.segments.last!),
-      placement: Placement(folder: folder, changed: changed, created: noted))
-  }
-
-  /// Moves a complete partial file into place, creating its folders (``prepare(at:sessionFD:made:)``,
-  /// then the name). Runs in the actor: metadata calls only.
-  func place(partial: PartialFile, at path: UploadPath, sessionFD: Int32) throws(SystemError) {
-    let destination = try prepare(at: path, sessionFD: sessionFD)
-    defer { destination.close() }
-    try destination.install(partial)
+    return Placement(folder: folder, changed: changed, created: created)
   }
 
   /// Opens the session folder, read-only and never through a symlink.

@@ -8,8 +8,6 @@ import Glibc
 /// 3. the file made durable, and inspected if the body was too short to be inspected while it
 ///    arrived (`finishWriting`),
 /// 4. the server asked to store it under its name (`store`).
-/// With durability on, 3 and 4 are one trip to the I/O threads, the name decided by the server
-/// first (`UploadReceiver+Durable.swift`).
 struct UploadReceiver {
   let socket: Socket
   let services: SessionServices
@@ -40,8 +38,10 @@ struct UploadReceiver {
         close(partial.fd)
       }
       let inspected = try await streamBody(into: partial.fd, leftover: leftover)
-      return .success(
-        try await finish(partial, inspected: inspected, wroteItAll: true, installed: &installed))
+      let found = try await finishWriting(partial.fd, alreadyFound: inspected, wroteItAll: true)
+      if let refusal = found.refusal { throw .refusedContent(refusal) }
+      if Task.isCancelled { throw .cancelled }
+      return .success(try await store(partial, found: found, installed: &installed))
     } catch {
       return .failure(error)
     }
@@ -77,8 +77,11 @@ struct UploadReceiver {
         checkpoint: Self.checkpoint(resumable, fd: fd, record: record))
       // A resumed upload's first bytes may come from an earlier request (or run of the
       // process), so they may have left the page cache: no sniff on this thread then.
-      return try await finish(
-        partial, inspected: inspected, wroteItAll: resumable.offset == 0, installed: &installed)
+      let found = try await finishWriting(
+        fd, alreadyFound: inspected, wroteItAll: resumable.offset == 0)
+      if let refusal = found.refusal { throw .refusedContent(refusal) }
+      if Task.isCancelled { throw .cancelled }
+      return try await store(partial, found: found, installed: &installed)
     } catch  where error.isResumable {
       let store = resumable.store
       let id = resumable.id
@@ -115,27 +118,10 @@ struct UploadReceiver {
     }
   }
 
-  /// Steps 3 and 4, the last byte written: with durability on, `storeDurably` (one trip to the
-  /// I/O threads); otherwise the inspection still due, then the name. `wroteItAll`: this
-  /// request wrote the whole file (so a short one may be sniffed on this thread).
-  private func finish(
-    _ partial: PartialFile, inspected: ContentInspector.Finding?, wroteItAll: Bool,
-    installed: inout Bool
-  ) async throws(BodyFailure) -> [UInt8] {
-    if services.configuration.durability && !Task.isCancelled {
-      return try await storeDurably(partial, alreadyFound: inspected, installed: &installed)
-    }
-    let found = try await finishWriting(
-      partial.fd, alreadyFound: inspected, wroteItAll: wroteItAll)
-    if let refusal = found.refusal { throw .refusedContent(refusal) }
-    if Task.isCancelled { throw .cancelled }
-    return try await store(partial, found: found, installed: &installed)
-  }
-
   /// The last byte is written: makes it durable, and finds out what a body that fitted in the
   /// sniffed prefix is, off the cooperative pool (on this thread only when `wroteItAll`, this
   /// request wrote the whole file, and a small magic database answers at once).
-  func finishWriting(
+  private func finishWriting(
     _ fd: Int32, alreadyFound: ContentInspector.Finding?, wroteItAll: Bool
   ) async throws(BodyFailure) -> ContentInspector.Finding {
     let durable = services.configuration.durability
@@ -165,8 +151,8 @@ struct UploadReceiver {
     }
   }
 
-  /// Asks the server to place the file under its name (durability off). Sets `installed` once
-  /// the file has its name.
+  /// Asks the server to place the file under its name; with durability on, waits for the
+  /// folders whose entries changed to be flushed. Sets `installed` once the file has its name.
   private func store(
     _ partial: PartialFile, found: ContentInspector.Finding, installed: inout Bool
   ) async throws(BodyFailure) -> [UInt8] {
@@ -174,8 +160,15 @@ struct UploadReceiver {
     switch await server.store(
       ticket, partial: partial, mimeType: found.mimeType, kind: found.kind)
     {
-    case .success:
+    case .success(let (_, placement)):
       installed = true
+      if services.configuration.durability {
+        guard await services.folderSync.flush(placement, under: services.staging.sessionPath)
+        else {
+          return Response.refusal(
+            Refusal(.writeFailed, "The disk reported an error while the file was made durable."))
+        }
+      }
       return Response.created(path: ticket.path.value)
     case .failure(let refusal):
       // `store` has already reported the failure; the partial file goes on the way out.
