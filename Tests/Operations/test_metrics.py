@@ -22,6 +22,7 @@ FAMILIES = {
     "browserdrop_staging_free_bytes": "gauge",
     "browserdrop_outbox_batches": "gauge",
     "browserdrop_forwards": "counter",
+    "browserdrop_forward_possible_leftovers": "counter",
     "browserdrop_last_forward_success_timestamp_seconds": "gauge",
     "browserdrop_destination_reachable": "gauge",
     "browserdrop_listening": "gauge",
@@ -130,6 +131,7 @@ def test_every_family_follows_uploads_and_forwards(tmp_path, smbd):
             assert value(values, "browserdrop_uploads_total", outcome=outcome) == 0
         assert value(values, "browserdrop_forwards_total", outcome="ok") == 0
         assert value(values, "browserdrop_forwards_total", outcome="failed") == 0
+        assert value(values, "browserdrop_forward_possible_leftovers_total") == 0
         assert value(values, "browserdrop_last_forward_success_timestamp_seconds") == 0
         assert value(values, "browserdrop_listening") == 1
         assert value(values, "browserdrop_destination_reachable") == 1
