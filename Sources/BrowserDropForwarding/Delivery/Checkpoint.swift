@@ -11,6 +11,15 @@ enum Checkpoint: Sendable, Equatable {
   /// Not a crash: right after the `installing` record, the install fails with
   /// `connectionLost` (as a lost claim answer would end it), so the attempt cleans up.
   case installFails
+  /// Not a crash: the file is at its final name, and the check after the install fails with
+  /// `connectionLost` (as a connection that drops while the file is read back ends it).
+  case checkFails
+  /// Not a crash (SMB): the move over the claim ends with ``MoveAnswerLost`` before it is sent,
+  /// the claim left in place, as when libsmbclient's delete of it was never carried out.
+  case moveAnswerLostBeforeMove
+  /// Not a crash (SMB): the move over the claim is carried out, and then ends with
+  /// ``MoveAnswerLost``, as when the connection fails after libsmbclient's second rename.
+  case moveAnswerLostAfterMove
 }
 
 /// A claim that was sent and whose answer never came (the claim child ended first, the
@@ -18,6 +27,14 @@ enum Checkpoint: Sendable, Equatable {
 /// ``DestinationFileSystem/claim(_:recording:in:trial:)``; the delivery records `unanswered`
 /// and fails with `failure`.
 struct ClaimAnswerLost: Error {
+  let failure: ForwardFailure
+}
+
+/// The move over a claim failed in a way that leaves it open whether libsmbclient deleted the
+/// claim (and whether its second rename went through): thrown by
+/// ``DestinationFileSystem/install(_:at:replacing:claim:)``; the delivery records
+/// `moveUnanswered`, so the claim's id proves nothing from then on, and fails with `failure`.
+struct MoveAnswerLost: Error {
   let failure: ForwardFailure
 }
 

@@ -83,6 +83,15 @@ struct DeliveryRun {
     }
   }
 
+  /// Adds the rename of a file an earlier run delivered under another name than its own (the
+  /// number it got, or a name the destination can't hold), as the install would have.
+  private mutating func recordResumedRename(_ source: RelativePath, _ target: RelativePath) {
+    let name = safeName(for: source)
+    let firstTry = NameRules.numbered(name, 1, isDirectory: false)
+    let number = target.last == firstTry ? 1 : 2
+    recordRename(source, target, firstTry: name, number: number, conflict: .nameTaken)
+  }
+
   /// How many times a file that arrived different from its source (size, id or SHA-256) is
   /// sent again within one delivery before it fails with `verificationFailed`.
   static let attemptsPerFile = 3
@@ -137,14 +146,22 @@ struct DeliveryRun {
       await abandon(file, attempt: attempt, temporary: temporary, fileID: fileID)
       throw error
     }
+    // Only a check that found other bytes (or another id) gives the attempt up. Any other
+    // failure (the connection lost while reading back) leaves the records as they are: the file
+    // is in place under this attempt's id, and the resume checks it again and accepts it.
+    // Recording `abandoned` there, with the file left in place, would make the resume send it
+    // once more under the next free name (seen in the fleet test with an smbd outage).
     do {
+      if crashPoint == .checkFails {
+        throw ForwardFailure(kind: .connectionLost, place: fileSystem.place, item: joined(target))
+      }
       try await check(file, at: target, fileID: fileID)
-    } catch {
+    } catch let failure as ForwardFailure where failure.kind == .verificationFailed {
       // Only a file that still carries this attempt's id is removed: it is the one it made.
       if await recordAbandoned(file, attempt: attempt, temporary: temporary, fileID: fileID) {
         await removeIfOwn(target, fileID: fileID, size: file.size)
       }
-      throw error
+      throw failure
     }
     try await manifest.append(
       .delivered, source: file, target: target, attempt: attempt, fileID: fileID)
@@ -228,9 +245,24 @@ struct DeliveryRun {
           .claimed, source: file, target: candidate, attempt: attempt, temporary: temporary,
           fileID: fileID, claimID: found.id)
       }
-      if try await fileSystem.install(
-        temporary, at: candidate, replacing: replacing, claim: claim)
-      {
+      let installed: Bool
+      do {
+        let lost = MoveAnswerLost(
+          failure: .init(kind: .connectionLost, place: fileSystem.place, item: joined(candidate)))
+        if claim != nil, crashPoint == .moveAnswerLostBeforeMove { throw lost }
+        installed = try await fileSystem.install(
+          temporary, at: candidate, replacing: replacing, claim: claim)
+        if claim != nil, installed, crashPoint == .moveAnswerLostAfterMove { throw lost }
+      } catch let lost as MoveAnswerLost {
+        // The claim may be gone, and another writer's claim may carry its id now: said in the
+        // manifest, so the resume never removes an empty file here by that id (it reports
+        // one). The uploaded file's id still proves the move if it happened.
+        try? await manifest.append(
+          .moveUnanswered, source: file, target: candidate, attempt: attempt,
+          temporary: temporary, fileID: fileID, claimID: claim)
+        throw lost.failure
+      }
+      if installed {
         if crashPoint == .installed { throw SimulatedCrash() }
         recordRename(file.relative, candidate, firstTry: name, number: number, conflict: conflict)
         return candidate
@@ -327,10 +359,21 @@ struct DeliveryRun {
       } else if !attempt.delivered, attempt.claimed, let found, found.size == 0,
         attempt.claimID.map({ $0 == found.id }) ?? true
       {
-        // Its claim: the recorded id, or (a claim recorded before its id was read) the create's
-        // success, after which no rename was tried. The rename never happened.
-        await fileSystem.removeQuietly(target)
+        if attempt.claimMayBeGone {
+          // libsmbclient may have deleted the claim before the answer was lost, and an empty
+          // file carrying its id can be another writer's claim now: reported, never removed.
+          notePossibleLeftover(of: file, at: target, reason: .claimAnswerLost)
+        } else {
+          // Its claim: the recorded id, or (a claim recorded before its id was read) the
+          // create's success, after which no rename was tried. The rename never happened.
+          await fileSystem.removeQuietly(target)
+        }
       }
+    } else if attempt.abandoned, attempt.claimMayBeGone, let target = attempt.target,
+      let found = try? await fileSystem.fileID(at: target), found.size == 0,
+      attempt.claimID == found.id
+    {
+      notePossibleLeftover(of: file, at: target, reason: .claimAnswerLost)
     }
     if fileSystem.needsClaim {
       let latest = accepted == nil ? attempt.unprovenClaim : nil
@@ -358,6 +401,7 @@ struct DeliveryRun {
         .delivered, source: file, target: target, attempt: attempt.id, fileID: fileID)
     }
     resumed += 1
+    recordResumedRename(file.relative, target)
     delivered.append(.init(source: file.relativeText, destination: joined(target)))
     progress.completedFiles += 1
     progress.completedBytes += file.size
@@ -389,6 +433,15 @@ struct DeliveryRun {
     }
   }
 
+  /// Reports the empty file at `target` as a possible leftover of `file`'s claims, once.
+  private mutating func notePossibleLeftover(
+    of file: SourceFile, at target: RelativePath, reason: ForwardReport.PossibleLeftover.Reason
+  ) {
+    let path = joined(target)
+    guard !possibleLeftovers.contains(where: { $0.path == path }) else { return }
+    possibleLeftovers.append(.init(source: file.relativeText, path: path, reason: reason))
+  }
+
   /// The resume for records of a version without attempts: a `delivered` file of the right
   /// size is accepted; so is a local file whose install was cut short between link(2) and
   /// unlink(2) (its temporary name, fixed per source path then, is the same file). Anything
@@ -409,6 +462,7 @@ struct DeliveryRun {
     }
     try await check(file, at: target, fileID: found.id)
     resumed += 1
+    recordResumedRename(file.relative, target)
     delivered.append(.init(source: file.relativeText, destination: joined(target)))
     progress.completedFiles += 1
     progress.completedBytes += file.size

@@ -21,6 +21,11 @@ import Glibc
 /// * `unanswered` (SMB): the claim of the `installing` record's name failed without proof that
 ///   nothing was created there (its answer was lost, or it timed out): an empty file found at
 ///   that name later may be this attempt's claim.
+/// * `moveUnanswered` (SMB): the rename over the claim failed with libsmbclient's `EEXIST`
+///   (which it also reports when its delete of the claim or its second rename failed) and the
+///   connection failed before the attempt could tell what happened: the claim may be gone, so
+///   its id no longer proves that an empty file there is this attempt's; the uploaded file's id
+///   still proves the move.
 /// * `abandoned`: the attempt is about to remove what it uploaded (its temporary file, or the
 ///   file it installed that failed its check). Once that file is gone the server may give its
 ///   id to another writer's file (smbd 4.17 reuses inode numbers), so from this record on the
@@ -38,6 +43,7 @@ struct Manifest: Sendable {
       case installing
       case claimed
       case unanswered
+      case moveUnanswered
       case abandoned
       case delivered
     }
@@ -72,6 +78,9 @@ struct Manifest: Sendable {
     /// Whether the claim at `target` was sent and failed without an answer that proves nothing
     /// was created (`unanswered`).
     var claimUnanswered = false
+    /// Whether the move over the claim at `target` failed without telling whether libsmbclient
+    /// deleted the claim (`moveUnanswered`): its id no longer proves an empty file there.
+    var claimMayBeGone = false
     /// Whether the attempt recorded that it removes what it uploaded (`abandoned`): its ids no
     /// longer prove that a file is its own.
     var abandoned = false
@@ -187,6 +196,7 @@ struct Manifest: Sendable {
       attempt.claimed = false
       attempt.claimID = nil
       attempt.claimUnanswered = false
+      attempt.claimMayBeGone = false
     case .unanswered:
       attempt.target = record.target
       attempt.claimUnanswered = true
@@ -194,6 +204,9 @@ struct Manifest: Sendable {
       attempt.target = record.target
       attempt.claimed = true
       attempt.claimID = record.claimID
+    case .moveUnanswered:
+      attempt.target = record.target
+      attempt.claimMayBeGone = true
     case .abandoned:
       attempt.abandoned = true
     case .delivered:

@@ -126,18 +126,30 @@ struct SMBFileSystem: DestinationFileSystem {
   ) async throws
     -> Bool
   {
-    try await DedicatedThread.smb.run { [context, root] in
+    try await DedicatedThread.smb.run { [context, root] () throws -> Bool in
       do throws(SystemError) {
         try context.rename(root + temporary, to: root + final)
         return true
+      } catch  where error.code == EEXIST && !replacing {
+        // libsmbclient answers with its first rename's `EEXIST` (the claim was there) whatever
+        // ended its delete of the claim and its second rename: another writer took the name
+        // in between, the delete was refused (someone holds the claim open), or the connection
+        // failed, maybe after the second rename was carried out. Where the temporary file is
+        // now tells which. The claim is not removed here: once libsmbclient has deleted it,
+        // another writer's claim at this name can carry its inode number (smbd reuses them).
+        do throws(SystemError) {
+          _ = try context.stat(root + temporary)
+          return false  // Still there: not moved, and the name is not this attempt's.
+        } catch  where error.code == ENOENT {
+          return true  // Moved, the answer lost: the check proves it by the uploaded id.
+        } catch {
+          throw MoveAnswerLost(failure: failure(error, .modify, final))
+        }
       } catch {
-        // libsmbclient deleted the claim and lost the name to another writer before its second
-        // rename (EEXIST), or the connection failed, maybe after that delete. The claim is not
-        // removed here: once libsmbclient has deleted it, another writer's claim at this name
-        // can carry its inode number (smbd reuses them), so its id proves nothing. If the
-        // rename happened with only its answer lost, the file is in place and a resume
+        // The first rename failed without the server answering that the name exists, so
+        // libsmbclient neither deleted the claim nor renamed again: the claim is intact. If
+        // the rename happened with only its answer lost, the file is in place and a resume
         // recognises it by the uploaded file's id.
-        if error.code == EEXIST && !replacing { return false }
         throw failure(error, .modify, final)
       }
     }

@@ -73,6 +73,8 @@ struct Fleet {
   let folder: TemporaryFolder
   private let smbPort: Int
   private var processes: [CommandProcess] = []
+  /// Every kiosk process started, killed ones too: their output is printed when a run fails.
+  private var everyProcess: [(kiosk: Int, process: CommandProcess)] = []
   private var ports: [Int] = []
 
   init(_ plan: Plan) throws {
@@ -96,12 +98,14 @@ struct Fleet {
     }
   }
 
-  private func start(_ kiosk: Int) throws -> CommandProcess {
-    try CommandProcess([
+  private mutating func start(_ kiosk: Int) throws -> CommandProcess {
+    let process = try CommandProcess([
       "--kiosk", "--json", "--port", "0", "--bind", "127.0.0.1", "--quiet-period", "0.3",
       "--staging", folder.path("staging\(kiosk)").path, "--to", destination,
       "--batch-folder", "intake",
     ])
+    everyProcess.append((kiosk, process))
+    return process
   }
 
   /// Runs the plan and returns the counts; the kiosks (and the smbd) are stopped at the end.
@@ -140,21 +144,29 @@ struct Fleet {
     for round in 0..<plan.rounds {
       let marks = processes.map { $0.events.count }
       // Same names, same sizes, different contents; an empty file too, whose copies are alike.
-      var uploads: [(String, UploadInFlight, URL)] = []
+      var uploads: [(Int, String, UploadInFlight, URL)] = []
       for kiosk in 0..<plan.kiosks {
         let seed = UInt8(truncatingIfNeeded: plan.seed &* 7 &+ round &* 13 &+ kiosk &+ 1)
         let files = [
           ("big.bin", plan.bigSize), ("note.txt", 1000), ("empty.txt", 0),
         ]
+        assert(files.count == Self.filesPerRound)
         for (name, size) in files {
           let source = try folder.makeFile(
             "src/\(round)-\(kiosk)-\(name)", size: size, seed: seed &+ UInt8(size % 251))
-          uploads.append((name, try Uploader.start(source, as: name, port: ports[kiosk]), source))
+          uploads.append(
+            (kiosk, name, try Uploader.start(source, as: name, port: ports[kiosk]), source))
         }
       }
       var sources: [URL] = []
-      for (name, upload, source) in uploads {
-        let status = try await Uploader.status(of: upload)
+      for (kiosk, name, upload, source) in uploads {
+        var status = try await Uploader.status(of: upload)
+        for _ in 0..<3 where status == 0 {
+          guard try await Self.droppedUnserved(name, by: processes[kiosk], after: marks[kiosk])
+          else { break }
+          print("fleet \(plan.place): round \(round), kiosk \(kiosk)'s \(name) sent again")
+          status = try await Uploader.upload(source, as: name, port: ports[kiosk])
+        }
         #expect(status == 201, "round \(round) \(name)")
         if status == 201 { sources.append(source) }
       }
@@ -207,6 +219,12 @@ struct Fleet {
         "\(name) (\((try? FileManager.default.attributesOfItem(atPath: intake.appending(path: name).path)[.size]) ?? "?") B)"
       }
       print("fleet \(plan.place): beyond their uploads: \(sizes); hidden: \(hidden)")
+      let faults = "kill rounds \(killRounds.sorted()), outages \(outageRounds.sorted())"
+      print("fleet \(plan.place): \(faults)")
+      for (kiosk, process) in everyProcess {
+        for line in process.outputLines { print("fleet \(plan.place): kiosk \(kiosk): \(line)") }
+        print("fleet \(plan.place): kiosk \(kiosk) stderr: \(process.errorText)")
+      }
     }
     return counts
   }
@@ -230,6 +248,23 @@ struct Fleet {
       }
     }
   }
+
+  /// Whether an upload that ended without an answer was a request the kiosk never served: its
+  /// batch closed meanwhile (the quiet period ran out while this test's client was held back,
+  /// as a loaded machine does) and no upload of that name started since `mark`. The page sends
+  /// such a request again once the kiosk answers; so does the fleet. Anything else is a failure.
+  private static func droppedUnserved(
+    _ name: String, by kiosk: CommandProcess, after mark: Int
+  ) async throws -> Bool {
+    let closed = try await kiosk.waitForEvent("batchClosed", after: mark, timeout: 60)
+    let started = kiosk.events.dropFirst(mark).contains {
+      $0.event == "uploadStarted" && $0["path"] as? String == name
+    }
+    return !started && closed.int("files").map { $0 < filesPerRound } == true
+  }
+
+  /// Files each kiosk is given per round.
+  private static let filesPerRound = 3
 
   /// Whether no session folder of the staging root holds a complete file (an upload answered
   /// 201 that is not yet in a batch).

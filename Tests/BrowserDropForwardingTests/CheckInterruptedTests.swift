@@ -1,0 +1,110 @@
+import BrowserDropTestSupport
+import Foundation
+import Testing
+
+@testable import BrowserDropForwarding
+
+/// The connection drops while a file that is already at its final name is being checked (read
+/// back, or its id looked up): the delivery fails, and the next forward must take that file
+/// for its own (its id and size, and with `.sha256` its bytes, prove it) rather than send it
+/// again under the next free name. Seen in the fleet test with an smbd outage: the check's
+/// failure recorded `abandoned`, which kept the resume from proving the file, so the share
+/// ended with two copies.
+@Suite("A check cut off by a lost connection")
+struct CheckInterruptedTests {
+  @Test(
+    "The resume accepts the installed file: one copy, nothing sent twice",
+    arguments: CrashResumeTests.Place.allCases, [Verification.size, .sha256])
+  func resumeAcceptsTheInstalledFile(
+    place: CrashResumeTests.Place, verify: Verification
+  ) async throws {
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let (destination, folder) = try CrashResumeTests.destination(place, scratch)
+    let mine = Data("the kiosk's own bytes".utf8)
+    let batch = try scratch.folder("batch", ["x.txt": mine])
+    var failing = Forwarder()
+    failing.crashPoint = .checkFails
+    await #expect(throws: ForwardFailure.self) {
+      _ = try await failing.forward(folder: batch, to: destination, verify: verify)
+    }
+    #expect(try contents(of: folder) == ["x.txt": mine], "installed before the check failed")
+
+    let report = try await Forwarder().forward(folder: batch, to: destination, verify: verify)
+    let found = try contents(of: folder)
+    #expect(found == ["x.txt": mine], "\(found.keys.sorted())")
+    #expect(report.files.map(\.destination) == ["x.txt"])
+    #expect(report.resumedFiles == 1)
+    #expect(report.possibleLeftovers.isEmpty)
+  }
+
+  /// A file the interrupted run installed under a number is reported as renamed by the resume
+  /// that takes it, as the install would have reported it.
+  @Test(arguments: CrashResumeTests.Place.allCases)
+  func aResumedFileKeepsItsRename(place: CrashResumeTests.Place) async throws {
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let (destination, folder) = try CrashResumeTests.destination(place, scratch)
+    let theirs = try scratch.folder("other", ["x.txt": Data("someone else's".utf8)])
+    _ = try await Forwarder().forward(folder: theirs, to: destination)
+    let mine = Data("the kiosk's own bytes".utf8)
+    let batch = try scratch.folder("batch", ["x.txt": mine])
+    var failing = Forwarder()
+    failing.crashPoint = .checkFails
+    await #expect(throws: ForwardFailure.self) {
+      _ = try await failing.forward(folder: batch, to: destination)
+    }
+    let report = try await Forwarder().forward(folder: batch, to: destination)
+    #expect(report.resumedFiles == 1)
+    #expect(
+      report.renames.map { "\($0.source) → \($0.destination) \($0.reason)" } == [
+        "x.txt → x 2.txt nameTaken"
+      ])
+    #expect(try contents(of: folder)["x 2.txt"] == mine)
+  }
+}
+
+/// libsmbclient's rename over the claim answers `EEXIST` (its first rename's answer) whatever
+/// ended its delete of the claim and its second rename, and the connection can fail right
+/// after. The delivery records `moveUnanswered`; the resume takes the file when the move went
+/// through (the uploaded id proves it) and otherwise never removes the empty file at the name,
+/// whose id may be another writer's claim now: it reports it.
+@Suite("A move over the claim whose answer was lost (SMB)")
+struct MoveAnswerLostTests {
+  @Test func theMoveWentThroughAndTheResumeTakesTheFile() async throws {
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let (destination, folder) = try CrashResumeTests.destination(.smb, scratch)
+    let mine = Data("moved before the connection failed".utf8)
+    let batch = try scratch.folder("batch", ["x.txt": mine])
+    var failing = Forwarder()
+    failing.crashPoint = .moveAnswerLostAfterMove
+    await #expect(throws: ForwardFailure.self) {
+      _ = try await failing.forward(folder: batch, to: destination)
+    }
+    let report = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
+    #expect(try contents(of: folder) == ["x.txt": mine])
+    #expect(report.resumedFiles == 1)
+    #expect(report.possibleLeftovers.isEmpty)
+  }
+
+  @Test func theClaimStayedAndIsReportedNotRemoved() async throws {
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let (destination, folder) = try CrashResumeTests.destination(.smb, scratch)
+    let mine = Data("sent again under the next name".utf8)
+    let batch = try scratch.folder("batch", ["x.txt": mine])
+    var failing = Forwarder()
+    failing.crashPoint = .moveAnswerLostBeforeMove
+    await #expect(throws: ForwardFailure.self) {
+      _ = try await failing.forward(folder: batch, to: destination)
+    }
+    #expect(try contents(of: folder) == ["x.txt": Data()], "the claim, and no temporary file")
+    let report = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
+    #expect(try contents(of: folder) == ["x.txt": Data(), "x 2.txt": mine])
+    #expect(report.files.map(\.destination) == ["x 2.txt"])
+    #expect(report.renames.map(\.destination) == ["x 2.txt"])
+    #expect(
+      report.possibleLeftovers.map { "\($0.path) \($0.reason)" } == ["x.txt claimAnswerLost"])
+  }
+}
