@@ -24,15 +24,15 @@ BIG_SIZE=${BIG_SIZE:-6291456}
 SEED=${SEED:-1216}
 [[ ${BUILD:-0} == 1 ]] && swift build --build-tests
 log=$(mktemp /tmp/browserdrop-custody-soak.XXXXXX)
-trap 'rm -f "$log"' EXIT
 status=0
 for kiosks in 1 3; do
+  run_log=$log.$kiosks
   BROWSERDROP_FLEET_KIOSKS=$kiosks BROWSERDROP_FLEET_ROUNDS=$ROUNDS BROWSERDROP_FLEET_KILLS=$KILLS \
     BROWSERDROP_FLEET_OUTAGES=$OUTAGES BROWSERDROP_FLEET_BIG_SIZE=$BIG_SIZE \
     BROWSERDROP_FLEET_SEED=$((SEED + kiosks)) \
-    timeout 3600 swift test --skip-build --filter FleetTests >"$log" 2>&1 || status=1
-  grep -E '^fleet (local|smb) [0-9]+ kiosks' "$log" || { tail -40 "$log"; status=1; }
-  grep -E '^fleet (local|smb) [0-9]+ kiosks' "$log" >>"$log.summary" || true
+    timeout 3600 swift test --skip-build --filter FleetTests >"$run_log" 2>&1 || status=1
+  grep -E '^fleet (local|smb) [0-9]+ kiosks' "$run_log" || { tail -40 "$run_log"; status=1; }
+  grep -E '^fleet (local|smb) [0-9]+ kiosks' "$run_log" >>"$log.summary" || true
 done
 awk '
   { for (i = 1; i <= NF; i++) {
@@ -42,5 +42,7 @@ awk '
       if ($i == "-9:") kills += $(i + 1); if ($i == "outages:") out += $(i + 1) } }
   END { gsub(",", "", up); printf "total: uploaded %d, delivered %d: lost %d, duplicated %d, extra %d, leftover %d (kill -9: %d, smbd outages: %d)\n", up, del, lost, dup, extra, left, kills, out
         exit (lost + dup + extra + left > 0) }' "$log.summary" || status=1
-rm -f "$log.summary"
+rm -f "$log.summary" "$log"
+# A run that was not clean keeps its whole output: every kiosk's events are printed there.
+if [[ $status == 0 ]]; then rm -f "$log".[13]; else echo "custody-soak: test output in $log.1, $log.3"; fi
 exit $status

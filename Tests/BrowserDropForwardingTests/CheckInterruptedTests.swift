@@ -66,9 +66,11 @@ struct CheckInterruptedTests {
 
 /// libsmbclient's rename over the claim answers `EEXIST` (its first rename's answer) whatever
 /// ended its delete of the claim and its second rename, and the connection can fail right
-/// after. The delivery records `moveUnanswered`; the resume takes the file when the move went
-/// through (the uploaded id proves it) and otherwise never removes the empty file at the name,
-/// whose id may be another writer's claim now: it reports it.
+/// after. From the `claimed` record with the claim's id on, a move may have been sent: the
+/// resume takes the file when the move went through (the uploaded id proves it) and otherwise
+/// never removes the empty file at the name, whose id may be another writer's claim now: it
+/// reports it. A move refused before libsmbclient deleted anything (`moveFailed`) leaves the
+/// claim provably in place, and the resume removes it.
 @Suite("A move over the claim whose answer was lost (SMB)")
 struct MoveAnswerLostTests {
   @Test func theMoveWentThroughAndTheResumeTakesTheFile() async throws {
@@ -106,5 +108,23 @@ struct MoveAnswerLostTests {
     #expect(report.renames.map(\.destination) == ["x 2.txt"])
     #expect(
       report.possibleLeftovers.map { "\($0.path) \($0.reason)" } == ["x.txt claimAnswerLost"])
+  }
+
+  @Test func aRefusedMoveLeavesTheClaimWhichTheResumeRemoves() async throws {
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let (destination, folder) = try CrashResumeTests.destination(.smb, scratch)
+    let mine = Data("delivered under its own name".utf8)
+    let batch = try scratch.folder("batch", ["x.txt": mine])
+    var failing = Forwarder()
+    failing.crashPoint = .moveRefused
+    await #expect(throws: ForwardFailure.self) {
+      _ = try await failing.forward(folder: batch, to: destination)
+    }
+    #expect(try contents(of: folder) == ["x.txt": Data()], "the claim, and no temporary file")
+    let report = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
+    #expect(try contents(of: folder) == ["x.txt": mine])
+    #expect(report.renames.isEmpty)
+    #expect(report.possibleLeftovers.isEmpty)
   }
 }

@@ -17,6 +17,9 @@ enum Checkpoint: Sendable, Equatable {
   /// Not a crash (SMB): the move over the claim ends with ``MoveAnswerLost`` before it is sent,
   /// the claim left in place, as when libsmbclient's delete of it was never carried out.
   case moveAnswerLostBeforeMove
+  /// Not a crash (SMB): the move over the claim fails with `connectionLost` before it is sent,
+  /// as when libsmbclient's first rename is refused without `EEXIST` (it then deletes nothing).
+  case moveRefused
   /// Not a crash (SMB): the move over the claim is carried out, and then ends with
   /// ``MoveAnswerLost``, as when the connection fails after libsmbclient's second rename.
   case moveAnswerLostAfterMove
@@ -32,8 +35,8 @@ struct ClaimAnswerLost: Error {
 
 /// The move over a claim failed in a way that leaves it open whether libsmbclient deleted the
 /// claim (and whether its second rename went through): thrown by
-/// ``DestinationFileSystem/install(_:at:replacing:claim:)``; the delivery records
-/// `moveUnanswered`, so the claim's id proves nothing from then on, and fails with `failure`.
+/// ``DestinationFileSystem/install(_:at:replacing:claim:)``. The delivery fails with `failure`
+/// and records nothing more: its `claimed` record says a move may have been sent.
 struct MoveAnswerLost: Error {
   let failure: ForwardFailure
 }

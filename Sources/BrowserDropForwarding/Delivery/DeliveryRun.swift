@@ -250,17 +250,31 @@ struct DeliveryRun {
         let lost = MoveAnswerLost(
           failure: .init(kind: .connectionLost, place: fileSystem.place, item: joined(candidate)))
         if claim != nil, crashPoint == .moveAnswerLostBeforeMove { throw lost }
+        if claim != nil, crashPoint == .moveRefused { throw lost.failure }
         installed = try await fileSystem.install(
           temporary, at: candidate, replacing: replacing, claim: claim)
         if claim != nil, installed, crashPoint == .moveAnswerLostAfterMove { throw lost }
       } catch let lost as MoveAnswerLost {
-        // The claim may be gone, and another writer's claim may carry its id now: said in the
-        // manifest, so the resume never removes an empty file here by that id (it reports
-        // one). The uploaded file's id still proves the move if it happened.
-        try? await manifest.append(
-          .moveUnanswered, source: file, target: candidate, attempt: attempt,
-          temporary: temporary, fileID: fileID, claimID: claim)
+        // The claim may be gone, and another writer's claim may carry its id now. Nothing to
+        // add: the `claimed` record with the id already says a move may have been sent, so the
+        // resume reports an empty file here rather than remove it. The uploaded file's id still
+        // proves the move if it happened.
         throw lost.failure
+      } catch  where claim != nil {
+        // Refused before libsmbclient deleted anything: the claim is still there, and saying so
+        // lets the resume remove it by its id.
+        try? await manifest.append(
+          .moveFailed, source: file, target: candidate, attempt: attempt, temporary: temporary,
+          fileID: fileID, claimID: claim)
+        throw error
+      }
+      if !installed, let claim,
+        (try? await fileSystem.fileID(at: candidate)) == FileID(id: claim, size: 0)
+      {
+        // Not moved, and an empty file with the claim's id is still there: the claim, which
+        // libsmbclient could not delete (someone holds it open), or another writer's claim
+        // that got its inode number. Either way not removed; the operator learns of it.
+        notePossibleLeftover(of: file, at: candidate, reason: .claimAnswerLost)
       }
       if installed {
         if crashPoint == .installed { throw SimulatedCrash() }
@@ -348,32 +362,17 @@ struct DeliveryRun {
       return try await finishedBeforeAttempts(file, attempt)
     }
     var accepted: RelativePath?
-    // An abandoned attempt removed (or was about to remove) the file of its id: another
-    // writer's file may carry that id now, so nothing is accepted or removed by it.
-    if !attempt.abandoned, attempt.size == file.size, let target = attempt.target,
-      let fileID = attempt.fileID
-    {
+    if attempt.size == file.size, let target = attempt.target {
       let found = try await fileSystem.fileID(at: target)
-      if found == FileID(id: fileID, size: file.size) {
-        accepted = target  // The install happened (the rename carries the id).
-      } else if !attempt.delivered, attempt.claimed, let found, found.size == 0,
-        attempt.claimID.map({ $0 == found.id }) ?? true
+      // An abandoned attempt removed (or was about to remove) the file of its upload's id:
+      // another writer's file may carry that id now, so nothing is accepted by it.
+      if !attempt.abandoned, let fileID = attempt.fileID,
+        found == FileID(id: fileID, size: file.size)
       {
-        if attempt.claimMayBeGone {
-          // libsmbclient may have deleted the claim before the answer was lost, and an empty
-          // file carrying its id can be another writer's claim now: reported, never removed.
-          notePossibleLeftover(of: file, at: target, reason: .claimAnswerLost)
-        } else {
-          // Its claim: the recorded id, or (a claim recorded before its id was read) the
-          // create's success, after which no rename was tried. The rename never happened.
-          await fileSystem.removeQuietly(target)
-        }
+        accepted = target  // The install happened (the rename carries the id).
+      } else if !attempt.delivered, attempt.claimed, let found, found.size == 0 {
+        await settleClaim(of: file, attempt, at: target, found: found)
       }
-    } else if attempt.abandoned, attempt.claimMayBeGone, let target = attempt.target,
-      let found = try? await fileSystem.fileID(at: target), found.size == 0,
-      attempt.claimID == found.id
-    {
-      notePossibleLeftover(of: file, at: target, reason: .claimAnswerLost)
     }
     if fileSystem.needsClaim {
       let latest = accepted == nil ? attempt.unprovenClaim : nil
@@ -430,6 +429,28 @@ struct DeliveryRun {
         .init(
           source: file.relativeText, path: path,
           reason: claim.answerLost ? .claimAnswerLost : .claimNotRecorded))
+    }
+  }
+
+  /// The empty file `found` at the name `attempt` claimed, no move known to have taken it:
+  /// removed when the records prove it is the claim, reported when they can't.
+  private mutating func settleClaim(
+    of file: SourceFile, _ attempt: Manifest.Attempt, at target: RelativePath, found: FileID
+  ) async {
+    switch attempt.claimID {
+    case nil:
+      // Recorded by the claim child alone: no move was tried (it comes after the id's record),
+      // and no one else removes a claim, so the empty file is this attempt's claim.
+      await fileSystem.removeQuietly(target)
+    case found.id where attempt.moveFailed:
+      // The move was refused before libsmbclient deleted anything: still the claim.
+      await fileSystem.removeQuietly(target)
+    case found.id:
+      // A move may have been sent: libsmbclient may have deleted the claim, and another
+      // writer's claim here can carry its inode number. Reported, never removed.
+      notePossibleLeftover(of: file, at: target, reason: .claimAnswerLost)
+    default:
+      break  // Someone else's.
     }
   }
 

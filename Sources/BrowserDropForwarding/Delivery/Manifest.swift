@@ -21,11 +21,12 @@ import Glibc
 /// * `unanswered` (SMB): the claim of the `installing` record's name failed without proof that
 ///   nothing was created there (its answer was lost, or it timed out): an empty file found at
 ///   that name later may be this attempt's claim.
-/// * `moveUnanswered` (SMB): the rename over the claim failed with libsmbclient's `EEXIST`
-///   (which it also reports when its delete of the claim or its second rename failed) and the
-///   connection failed before the attempt could tell what happened: the claim may be gone, so
-///   its id no longer proves that an empty file there is this attempt's; the uploaded file's id
-///   still proves the move.
+/// * `moveFailed` (SMB): the rename over the claim was refused before libsmbclient deleted
+///   anything (its first rename failed without `EEXIST`), so the claim is still there and its
+///   id proves it. Without this record, a `claimed` record with an id means the move may have
+///   been sent: libsmbclient deletes the claim before its second rename, and another writer's
+///   claim at the name can then carry the freed inode number, so the resume never removes an
+///   empty file there by that id (it reports it).
 /// * `abandoned`: the attempt is about to remove what it uploaded (its temporary file, or the
 ///   file it installed that failed its check). Once that file is gone the server may give its
 ///   id to another writer's file (smbd 4.17 reuses inode numbers), so from this record on the
@@ -43,7 +44,7 @@ struct Manifest: Sendable {
       case installing
       case claimed
       case unanswered
-      case moveUnanswered
+      case moveFailed
       case abandoned
       case delivered
     }
@@ -78,13 +79,20 @@ struct Manifest: Sendable {
     /// Whether the claim at `target` was sent and failed without an answer that proves nothing
     /// was created (`unanswered`).
     var claimUnanswered = false
-    /// Whether the move over the claim at `target` failed without telling whether libsmbclient
-    /// deleted the claim (`moveUnanswered`): its id no longer proves an empty file there.
-    var claimMayBeGone = false
+    /// Whether the move over the claim at `target` was refused before libsmbclient deleted
+    /// anything (`moveFailed`): the claim's id proves an empty file there is the claim.
+    var moveFailed = false
     /// Whether the attempt recorded that it removes what it uploaded (`abandoned`): its ids no
     /// longer prove that a file is its own.
     var abandoned = false
     var delivered = false
+
+    /// The claim at `target` a move may have been sent over (its id recorded, no `moveFailed`),
+    /// as an unproven claim: an empty file there may be the claim, or another writer's.
+    var claimAMoveMayHaveTaken: UnprovenClaim? {
+      guard let target, claimed, claimID != nil, !moveFailed, !delivered else { return nil }
+      return UnprovenClaim(target: target, answerLost: true)
+    }
 
     /// The name this attempt may have created an empty claim at without recording it: its last
     /// `installing` name, when no `claimed` or `delivered` record followed.
@@ -183,6 +191,9 @@ struct Manifest: Sendable {
       if attempt?.id != nil, let unproven = attempt?.unprovenClaim {
         unprovenClaims[record.source, default: []].append(unproven)
       }
+      if let moved = attempt?.claimAMoveMayHaveTaken {
+        unprovenClaims[record.source, default: []].append(moved)
+      }
       attempt = Attempt(size: record.size, id: record.attempt)
     }
     guard var attempt else { return }
@@ -192,11 +203,15 @@ struct Manifest: Sendable {
     switch record.state {
     case .uploading: break
     case .installing:
+      // The next name: a claim a move may have been sent over stays a name to look at.
+      if let moved = attempt.claimAMoveMayHaveTaken, moved.target != record.target {
+        unprovenClaims[record.source, default: []].append(moved)
+      }
       attempt.target = record.target
       attempt.claimed = false
       attempt.claimID = nil
       attempt.claimUnanswered = false
-      attempt.claimMayBeGone = false
+      attempt.moveFailed = false
     case .unanswered:
       attempt.target = record.target
       attempt.claimUnanswered = true
@@ -204,9 +219,8 @@ struct Manifest: Sendable {
       attempt.target = record.target
       attempt.claimed = true
       attempt.claimID = record.claimID
-    case .moveUnanswered:
-      attempt.target = record.target
-      attempt.claimMayBeGone = true
+    case .moveFailed:
+      attempt.moveFailed = true
     case .abandoned:
       attempt.abandoned = true
     case .delivered:

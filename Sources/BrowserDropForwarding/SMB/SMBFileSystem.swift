@@ -50,7 +50,14 @@ struct SMBFileSystem: DestinationFileSystem {
         do throws(SystemError) {
           try context.makeDirectory(path)
         } catch  where error.code == EEXIST {
-          if let info = try? context.stat(path), info.st_mode & S_IFMT == S_IFDIR { continue }
+          let info: Glibc.stat
+          do throws(SystemError) { info = try context.stat(path) } catch {
+            // The connection failed in between: that, not the name, is the failure.
+            context.free()
+            throw ForwardFailure.from(
+              errno: error.code, during: .inspect, at: place, item: path.joined(separator: "/"))
+          }
+          if info.st_mode & S_IFMT == S_IFDIR { continue }
           context.free()
           throw ForwardFailure(kind: .nameTaken, place: place, item: path.joined(separator: "/"))
         } catch {

@@ -60,10 +60,16 @@ struct Fleet {
     var leftover = 0
     var kills = 0
     var outages = 0
+    /// Requests a kiosk dropped unserved at a batch boundary and the fleet sent again, once.
+    var sentAgain = 0
+    /// Empty files left at names a kiosk reported (`possibleLeftovers`).
+    var reported = 0
 
     var description: String {
       "uploaded \(uploaded), delivered \(delivered): lost \(lost), duplicated \(duplicated), "
-        + "extra \(extra), leftover \(leftover) (kill -9: \(kills), smbd outages: \(outages))"
+        + "extra \(extra), leftover \(leftover) (kill -9: \(kills), smbd outages: \(outages)"
+        + (sentAgain > 0 ? ", sent again: \(sentAgain)" : "")
+        + (reported > 0 ? ", empty claims left and reported: \(reported))" : ")")
     }
 
     var clean: Bool { lost == 0 && duplicated == 0 && extra == 0 && leftover == 0 }
@@ -134,6 +140,7 @@ struct Fleet {
     var random = CrashTrialTests.Seeded(plan.seed)
     var counts = Counts()
     var uploaded: [String: Int] = [:]
+    var uploadedFrom: [String: [String]] = [:]
     for kiosk in 0..<plan.kiosks {
       let process = try start(kiosk)
       processes.append(process)
@@ -161,16 +168,20 @@ struct Fleet {
       var sources: [URL] = []
       for (kiosk, name, upload, source) in uploads {
         var status = try await Uploader.status(of: upload)
-        for _ in 0..<3 where status == 0 {
-          guard try await Self.droppedUnserved(name, by: processes[kiosk], after: marks[kiosk])
-          else { break }
+        if status == 0,
+          try await Self.droppedUnserved(name, by: processes[kiosk], after: marks[kiosk])
+        {
           print("fleet \(plan.place): round \(round), kiosk \(kiosk)'s \(name) sent again")
+          counts.sentAgain += 1
           status = try await Uploader.upload(source, as: name, port: ports[kiosk])
         }
         #expect(status == 201, "round \(round) \(name)")
         if status == 201 { sources.append(source) }
       }
-      for digest in try await CrashTrialTests.sha256(sources) { uploaded[digest, default: 0] += 1 }
+      for (digest, source) in zip(try await CrashTrialTests.sha256(sources), sources) {
+        uploaded[digest, default: 0] += 1
+        uploadedFrom[digest, default: []].append(source.lastPathComponent)
+      }
       counts.uploaded += sources.count
 
       var restarted = Set<Int>()
@@ -208,9 +219,23 @@ struct Fleet {
     var found: [String: Int] = [:]
     let digests = try await CrashTrialTests.sha256(visible.map { intake.appending(path: $0) })
     for digest in digests { found[digest, default: 0] += 1 }
+    // Empty files at names a kiosk reported as possible leftovers of its claims (a claim it
+    // could not prove its own, so it left it and said so) are counted apart: the operator was
+    // told of each. Any empty file beyond those is a duplicate.
+    let reported = Set(
+      everyProcess.flatMap { $0.process.events }.filter { $0.event == "forwarded" }
+        .flatMap { ($0["possibleLeftovers"] as? [[String: String]]) ?? [] }
+        .compactMap { $0["path"] })
+    let emptyAtReported = zip(visible, digests).filter {
+      reported.contains($0.0) && $0.1 == Self.emptyDigest
+    }.count
+    let extraEmpty =
+      found[Self.emptyDigest, default: 0] - uploaded[Self.emptyDigest, default: 0]
+    counts.reported = min(emptyAtReported, max(0, extraEmpty))
     for (digest, times) in uploaded {
+      let explained = digest == Self.emptyDigest ? counts.reported : 0
       counts.lost += max(0, times - found[digest, default: 0])
-      counts.duplicated += max(0, found[digest, default: 0] - times)
+      counts.duplicated += max(0, found[digest, default: 0] - times - explained)
     }
     for (digest, times) in found where uploaded[digest] == nil { counts.extra += times }
     if !counts.clean {
@@ -219,6 +244,9 @@ struct Fleet {
         "\(name) (\((try? FileManager.default.attributesOfItem(atPath: intake.appending(path: name).path)[.size]) ?? "?") B)"
       }
       print("fleet \(plan.place): beyond their uploads: \(sizes); hidden: \(hidden)")
+      let missing = uploadedFrom.filter { found[$0.key, default: 0] < uploaded[$0.key]! }
+      let short = missing.values.flatMap { $0 }.sorted()
+      print("fleet \(plan.place): fewer copies than uploads of: \(short)")
       let faults = "kill rounds \(killRounds.sorted()), outages \(outageRounds.sorted())"
       print("fleet \(plan.place): \(faults)")
       for (kiosk, process) in everyProcess {
@@ -262,6 +290,10 @@ struct Fleet {
     }
     return !started && closed.int("files").map { $0 < filesPerRound } == true
   }
+
+  /// SHA-256 of no bytes.
+  private static let emptyDigest =
+    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
   /// Files each kiosk is given per round.
   private static let filesPerRound = 3
