@@ -71,9 +71,11 @@ public struct Forwarder: Sendable {
       progress: ForwardProgress(
         completedFiles: 0, totalFiles: tree.fileCount, completedBytes: 0,
         totalBytes: tree.byteCount))
+    let leftovers: [ForwardReport.PossibleLeftover]
     do {
       await progress(run.progress)
       try await run.deliver(tree.root, into: [])
+      leftovers = await run.confirmedLeftovers()
     } catch {
       await fileSystem.close()
       throw error
@@ -89,7 +91,7 @@ public struct Forwarder: Sendable {
     return ForwardReport(
       destination: destination.description, files: run.delivered, renames: run.renames,
       resumedFiles: run.resumed, bytesSent: run.bytesSent,
-      possibleLeftovers: run.possibleLeftovers.filter { !delivered.contains($0.path) })
+      possibleLeftovers: leftovers.filter { !delivered.contains($0.path) })
   }
 
   /// Removes a delivered folder with its manifest last: a stop part-way through the removal

@@ -122,6 +122,15 @@ struct MoveAnswerLostTests {
       _ = try await failing.forward(folder: batch, to: destination)
     }
     #expect(try contents(of: folder) == ["x.txt": Data()], "the claim, and no temporary file")
+    // A resume stopped after deciding to remove the claim and before its next attempt is
+    // recorded has removed nothing: a resume after it acts on the same records, and the name
+    // could by then hold another writer's file with the freed inode number.
+    var stopped = Forwarder()
+    stopped.crashPoint = .beforeNextAttempt
+    await #expect(throws: SimulatedCrash.self) {
+      _ = try await stopped.forward(folder: batch, to: destination)
+    }
+    #expect(try contents(of: folder) == ["x.txt": Data()], "nothing removed yet")
     let report = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
     #expect(try contents(of: folder) == ["x.txt": mine])
     #expect(report.renames.isEmpty)

@@ -23,6 +23,9 @@ enum Checkpoint: Sendable, Equatable {
   /// Not a crash (SMB): the move over the claim is carried out, and then ends with
   /// ``MoveAnswerLost``, as when the connection fails after libsmbclient's second rename.
   case moveAnswerLostAfterMove
+  /// A resume has found what an earlier attempt left to remove, and the next attempt is not
+  /// recorded yet.
+  case beforeNextAttempt
 }
 
 /// A claim that was sent and whose answer never came (the claim child ended first, the

@@ -21,6 +21,13 @@ struct DeliveryRun {
   var delivered: [ForwardReport.Delivered] = []
   var renames: [ForwardReport.Rename] = []
   var possibleLeftovers: [ForwardReport.PossibleLeftover] = []
+  /// The id of the empty file each possible leftover had when it was noted.
+  var leftoverIDs: [String: UInt64] = [:]
+  /// What the resume of the file being delivered found to remove (the earlier attempt's
+  /// temporary file and claim): removed only once the next attempt is recorded, so a resume
+  /// after a stop in between never acts on the same records again, when the names may hold
+  /// another writer's file that took the freed inode numbers.
+  var cleanup: [RelativePath] = []
   var resumed = 0
   var bytesSent: Int64 = 0
 
@@ -98,15 +105,19 @@ struct DeliveryRun {
 
   private mutating func deliver(_ file: SourceFile, into folder: RelativePath) async throws {
     if try await finishedEarlier(file) { return }
+    var cleanup = self.cleanup
+    self.cleanup = []
     let before = progress
     for attempt in 1...Self.attemptsPerFile {
       do {
-        let target = try await deliverOnce(file, into: folder, from: before)
+        let target = try await deliverOnce(file, into: folder, from: before, cleanup: cleanup)
+        cleanup = []
         delivered.append(.init(source: file.relativeText, destination: joined(target)))
         break
       } catch let failure as ForwardFailure
         where failure.kind == .verificationFailed && attempt < Self.attemptsPerFile
       {
+        cleanup = []
         continue  // What this attempt made is gone again; try afresh.
       }
     }
@@ -119,14 +130,17 @@ struct DeliveryRun {
 
   /// One attempt: a temporary name of its own, recorded before it is created; the upload; the
   /// install under a name that was free; the check. A failure removes only what this attempt
-  /// created.
+  /// created. `cleanup` (what an earlier attempt left) is removed once this attempt is recorded.
   private mutating func deliverOnce(
-    _ file: SourceFile, into folder: RelativePath, from before: ForwardProgress
+    _ file: SourceFile, into folder: RelativePath, from before: ForwardProgress,
+    cleanup: [RelativePath]
   ) async throws -> RelativePath {
+    if crashPoint == .beforeNextAttempt, !cleanup.isEmpty { throw SimulatedCrash() }
     let attempt = NameRules.attemptID()
     let temporary = folder + [NameRules.temporaryName(attempt: attempt)]
     try await manifest.append(
       .uploading, source: file, attempt: attempt, temporary: temporary)
+    for path in cleanup { await fileSystem.removeQuietly(path) }
     let report = reportProgress
     progress = before
     progress.currentFile = file.relativeText
@@ -274,7 +288,7 @@ struct DeliveryRun {
         // Not moved, and an empty file with the claim's id is still there: the claim, which
         // libsmbclient could not delete (someone holds it open), or another writer's claim
         // that got its inode number. Either way not removed; the operator learns of it.
-        notePossibleLeftover(of: file, at: candidate, reason: .claimAnswerLost)
+        notePossibleLeftover(of: file, at: candidate, id: claim, reason: .claimAnswerLost)
       }
       if installed {
         if crashPoint == .installed { throw SimulatedCrash() }
@@ -371,7 +385,7 @@ struct DeliveryRun {
       {
         accepted = target  // The install happened (the rename carries the id).
       } else if !attempt.delivered, attempt.claimed, let found, found.size == 0 {
-        await settleClaim(of: file, attempt, at: target, found: found)
+        settleClaim(of: file, attempt, at: target, found: found)
       }
     }
     if fileSystem.needsClaim {
@@ -379,10 +393,22 @@ struct DeliveryRun {
       await notePossibleLeftovers(
         of: file, (manifest.unprovenClaims[file.relativeText] ?? []) + (latest.map { [$0] } ?? []))
     }
+    // Earlier attempts' temporary names are theirs alone, and their ids are never looked at
+    // again: whatever is still there goes now.
+    for temporary in manifest.earlierTemporaries[file.relativeText] ?? [] {
+      await fileSystem.removeQuietly(temporary)
+    }
     if let temporary = attempt.temporary, !attempt.delivered {
       // Gone after a completed rename; a second name of the delivered file after a local
       // link(2) without unlink(2); otherwise the interrupted upload. Its name is the attempt's.
-      await fileSystem.removeQuietly(temporary)
+      // Removed now when the file is taken (its inode stays in use at the final name), and
+      // otherwise after the next attempt's record (`cleanup`), so that no resume accepts a
+      // file by the freed id.
+      if accepted != nil {
+        await fileSystem.removeQuietly(temporary)
+      } else {
+        cleanup.append(temporary)
+      }
     }
     guard let target = accepted, let fileID = attempt.fileID else { return false }
     do {
@@ -421,14 +447,14 @@ struct DeliveryRun {
     of file: SourceFile, _ claims: [Manifest.UnprovenClaim]
   ) async {
     for claim in claims {
-      let path = joined(claim.target)
-      guard !possibleLeftovers.contains(where: { $0.path == path }),
-        let found = try? await fileSystem.fileID(at: claim.target), found.size == 0
+      // A claim keeps its inode number while it exists: with its id recorded, an empty file
+      // carrying another is not it.
+      guard let found = try? await fileSystem.fileID(at: claim.target), found.size == 0,
+        claim.claimID.map({ $0 == found.id }) ?? true
       else { continue }
-      possibleLeftovers.append(
-        .init(
-          source: file.relativeText, path: path,
-          reason: claim.answerLost ? .claimAnswerLost : .claimNotRecorded))
+      notePossibleLeftover(
+        of: file, at: claim.target, id: found.id,
+        reason: claim.answerLost ? .claimAnswerLost : .claimNotRecorded)
     }
   }
 
@@ -436,19 +462,20 @@ struct DeliveryRun {
   /// removed when the records prove it is the claim, reported when they can't.
   private mutating func settleClaim(
     of file: SourceFile, _ attempt: Manifest.Attempt, at target: RelativePath, found: FileID
-  ) async {
+  ) {
     switch attempt.claimID {
     case nil:
       // Recorded by the claim child alone: no move was tried (it comes after the id's record),
-      // and no one else removes a claim, so the empty file is this attempt's claim.
-      await fileSystem.removeQuietly(target)
+      // and no one else removes a claim, so the empty file is this attempt's claim. Removed
+      // after the next attempt's record: a later resume then only reports the name.
+      cleanup.append(target)
     case found.id where attempt.moveFailed:
       // The move was refused before libsmbclient deleted anything: still the claim.
-      await fileSystem.removeQuietly(target)
+      cleanup.append(target)
     case found.id:
       // A move may have been sent: libsmbclient may have deleted the claim, and another
       // writer's claim here can carry its inode number. Reported, never removed.
-      notePossibleLeftover(of: file, at: target, reason: .claimAnswerLost)
+      notePossibleLeftover(of: file, at: target, id: found.id, reason: .claimAnswerLost)
     default:
       break  // Someone else's.
     }
@@ -456,11 +483,27 @@ struct DeliveryRun {
 
   /// Reports the empty file at `target` as a possible leftover of `file`'s claims, once.
   private mutating func notePossibleLeftover(
-    of file: SourceFile, at target: RelativePath, reason: ForwardReport.PossibleLeftover.Reason
+    of file: SourceFile, at target: RelativePath, id: UInt64,
+    reason: ForwardReport.PossibleLeftover.Reason
   ) {
     let path = joined(target)
     guard !possibleLeftovers.contains(where: { $0.path == path }) else { return }
     possibleLeftovers.append(.init(source: file.relativeText, path: path, reason: reason))
+    leftoverIDs[path] = id
+  }
+
+  /// The possible leftovers still empty, with the id they had when noted: a name that another
+  /// writer's delivery (or rename) has taken since is no longer reported.
+  mutating func confirmedLeftovers() async -> [ForwardReport.PossibleLeftover] {
+    var confirmed: [ForwardReport.PossibleLeftover] = []
+    for leftover in possibleLeftovers {
+      let path = leftover.path.split(separator: "/").map(String.init)
+      guard let found = try? await fileSystem.fileID(at: path), found.size == 0,
+        found.id == leftoverIDs[leftover.path]
+      else { continue }
+      confirmed.append(leftover)
+    }
+    return confirmed
   }
 
   /// The resume for records of a version without attempts: a `delivered` file of the right

@@ -87,18 +87,20 @@ struct Manifest: Sendable {
     var abandoned = false
     var delivered = false
 
-    /// The claim at `target` a move may have been sent over (its id recorded, no `moveFailed`),
-    /// as an unproven claim: an empty file there may be the claim, or another writer's.
-    var claimAMoveMayHaveTaken: UnprovenClaim? {
-      guard let target, claimed, claimID != nil, !moveFailed, !delivered else { return nil }
-      return UnprovenClaim(target: target, answerLost: true)
+    /// The claim this attempt recorded at `target`, for when the attempt is left behind (a
+    /// later attempt, or a later name of this one): nothing proves any longer what became of
+    /// it (a move may have taken it, a resume may have removed it), so an empty file there
+    /// carrying its id is reported, never removed.
+    var claimLeftBehind: UnprovenClaim? {
+      guard let target, claimed, !delivered else { return nil }
+      return UnprovenClaim(target: target, answerLost: true, claimID: claimID)
     }
 
     /// The name this attempt may have created an empty claim at without recording it: its last
     /// `installing` name, when no `claimed` or `delivered` record followed.
     var unprovenClaim: UnprovenClaim? {
       guard let target, !claimed, !delivered else { return nil }
-      return UnprovenClaim(target: target, answerLost: claimUnanswered)
+      return UnprovenClaim(target: target, answerLost: claimUnanswered, claimID: nil)
     }
   }
 
@@ -110,6 +112,9 @@ struct Manifest: Sendable {
     var target: RelativePath
     /// The claim was sent and its answer lost (`unanswered`), rather than stopped before it.
     var answerLost: Bool
+    /// The claim's id when it was recorded: only an empty file carrying it can be the claim (a
+    /// claim keeps its inode number while it exists).
+    var claimID: UInt64?
   }
 
   let path: String
@@ -119,6 +124,8 @@ struct Manifest: Sendable {
   /// Per source file, the unproven claims of its earlier attempts (the latest attempt's is
   /// ``Attempt/unprovenClaim``).
   private(set) var unprovenClaims: [String: [UnprovenClaim]] = [:]
+  /// Per source file, the temporary names of its earlier attempts that were not delivered.
+  private(set) var earlierTemporaries: [String: [RelativePath]] = [:]
 
   /// Reads the manifest in `folder`, if any.
   ///
@@ -191,8 +198,12 @@ struct Manifest: Sendable {
       if attempt?.id != nil, let unproven = attempt?.unprovenClaim {
         unprovenClaims[record.source, default: []].append(unproven)
       }
-      if let moved = attempt?.claimAMoveMayHaveTaken {
-        unprovenClaims[record.source, default: []].append(moved)
+      if attempt?.id != nil, let claim = attempt?.claimLeftBehind {
+        unprovenClaims[record.source, default: []].append(claim)
+      }
+      // Its name is the attempt's alone: whatever is still there can go, at any later resume.
+      if attempt?.id != nil, attempt?.delivered == false, let temporary = attempt?.temporary {
+        earlierTemporaries[record.source, default: []].append(temporary)
       }
       attempt = Attempt(size: record.size, id: record.attempt)
     }
@@ -203,9 +214,9 @@ struct Manifest: Sendable {
     switch record.state {
     case .uploading: break
     case .installing:
-      // The next name: a claim a move may have been sent over stays a name to look at.
-      if let moved = attempt.claimAMoveMayHaveTaken, moved.target != record.target {
-        unprovenClaims[record.source, default: []].append(moved)
+      // The next name: the claim at the last one stays a name to look at.
+      if let claim = attempt.claimLeftBehind, claim.target != record.target {
+        unprovenClaims[record.source, default: []].append(claim)
       }
       attempt.target = record.target
       attempt.claimed = false

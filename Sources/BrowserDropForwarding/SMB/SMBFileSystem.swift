@@ -52,7 +52,8 @@ struct SMBFileSystem: DestinationFileSystem {
         } catch  where error.code == EEXIST {
           let info: Glibc.stat
           do throws(SystemError) { info = try context.stat(path) } catch {
-            // The connection failed in between: that, not the name, is the failure.
+            // The connection failed in between (or the folder was removed meanwhile): that, not
+            // the name, is the failure, and the kiosk tries again.
             context.free()
             throw ForwardFailure.from(
               errno: error.code, during: .inspect, at: place, item: path.joined(separator: "/"))

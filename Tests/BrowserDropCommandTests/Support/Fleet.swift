@@ -220,22 +220,25 @@ struct Fleet {
     let digests = try await CrashTrialTests.sha256(visible.map { intake.appending(path: $0) })
     for digest in digests { found[digest, default: 0] += 1 }
     // Empty files at names a kiosk reported as possible leftovers of its claims (a claim it
-    // could not prove its own, so it left it and said so) are counted apart: the operator was
-    // told of each. Any empty file beyond those is a duplicate.
+    // could not prove its own, so it left it and said so) are counted apart, but only at names
+    // no kiosk delivered to: every delivery is in a `forwarded` event, under its own name or in
+    // `renamed`. Any other empty file beyond the empty uploads is a duplicate.
+    let forwarded = everyProcess.flatMap { $0.process.events }.filter { $0.event == "forwarded" }
     let reported = Set(
-      everyProcess.flatMap { $0.process.events }.filter { $0.event == "forwarded" }
-        .flatMap { ($0["possibleLeftovers"] as? [[String: String]]) ?? [] }
+      forwarded.flatMap { ($0["possibleLeftovers"] as? [[String: String]]) ?? [] }
         .compactMap { $0["path"] })
-    let emptyAtReported = zip(visible, digests).filter {
-      reported.contains($0.0) && $0.1 == Self.emptyDigest
-    }.count
-    let extraEmpty =
-      found[Self.emptyDigest, default: 0] - uploaded[Self.emptyDigest, default: 0]
-    counts.reported = min(emptyAtReported, max(0, extraEmpty))
+    let deliveredTo = Set(
+      forwarded.flatMap { ($0["renamed"] as? [[String: String]]) ?? [] }.compactMap { $0["to"] }
+    ).union(["big.bin", "note.txt", "empty.txt"])
+    counts.reported =
+      zip(visible, digests).filter {
+        reported.contains($0.0) && !deliveredTo.contains($0.0) && $0.1 == Self.emptyDigest
+      }.count
+    found[Self.emptyDigest, default: 0] -= counts.reported
+    counts.delivered -= counts.reported
     for (digest, times) in uploaded {
-      let explained = digest == Self.emptyDigest ? counts.reported : 0
       counts.lost += max(0, times - found[digest, default: 0])
-      counts.duplicated += max(0, found[digest, default: 0] - times - explained)
+      counts.duplicated += max(0, found[digest, default: 0] - times)
     }
     for (digest, times) in found where uploaded[digest] == nil { counts.extra += times }
     if !counts.clean {
