@@ -28,6 +28,8 @@ struct DeliveryRun {
   /// after a stop in between never acts on the same records again, when the names may hold
   /// another writer's file that took the freed inode numbers.
   var cleanup: [RelativePath] = []
+  /// Which of `cleanup` are claims (the rest are temporary files).
+  var claimsInCleanup: Set<RelativePath> = []
   var resumed = 0
   var bytesSent: Int64 = 0
 
@@ -141,6 +143,7 @@ struct DeliveryRun {
     try await manifest.append(
       .uploading, source: file, attempt: attempt, temporary: temporary)
     for path in cleanup { await fileSystem.removeQuietly(path) }
+    await noteWhatStayed(of: file, cleanup)
     let report = reportProgress
     progress = before
     progress.currentFile = file.relativeText
@@ -469,9 +472,11 @@ struct DeliveryRun {
       // and no one else removes a claim, so the empty file is this attempt's claim. Removed
       // after the next attempt's record: a later resume then only reports the name.
       cleanup.append(target)
+      claimsInCleanup.insert(target)
     case found.id where attempt.moveFailed:
       // The move was refused before libsmbclient deleted anything: still the claim.
       cleanup.append(target)
+      claimsInCleanup.insert(target)
     case found.id:
       // A move may have been sent: libsmbclient may have deleted the claim, and another
       // writer's claim here can carry its inode number. Reported, never removed.
@@ -492,15 +497,29 @@ struct DeliveryRun {
     leftoverIDs[path] = id
   }
 
+  /// Reports an empty file still at a name the resume removed its claim from (the server
+  /// refused the removal: someone holds it open), since a later resume no longer removes it.
+  private mutating func noteWhatStayed(of file: SourceFile, _ removed: [RelativePath]) async {
+    for path in removed where claimsInCleanup.contains(path) {
+      guard let found = try? await fileSystem.fileID(at: path), found.size == 0 else { continue }
+      notePossibleLeftover(of: file, at: path, id: found.id, reason: .claimAnswerLost)
+    }
+  }
+
   /// The possible leftovers still empty, with the id they had when noted: a name that another
   /// writer's delivery (or rename) has taken since is no longer reported.
   mutating func confirmedLeftovers() async -> [ForwardReport.PossibleLeftover] {
     var confirmed: [ForwardReport.PossibleLeftover] = []
     for leftover in possibleLeftovers {
       let path = leftover.path.split(separator: "/").map(String.init)
-      guard let found = try? await fileSystem.fileID(at: path), found.size == 0,
-        found.id == leftoverIDs[leftover.path]
-      else { continue }
+      // A look-up that fails (the connection dropped at the end) keeps the report: the batch
+      // and its records go once the run is done, so nothing would report it later.
+      let found: FileID?
+      do { found = try await fileSystem.fileID(at: path) } catch {
+        confirmed.append(leftover)
+        continue
+      }
+      guard let found, found.size == 0, found.id == leftoverIDs[leftover.path] else { continue }
       confirmed.append(leftover)
     }
     return confirmed
