@@ -143,7 +143,7 @@ struct DeliveryRun {
     try await manifest.append(
       .uploading, source: file, attempt: attempt, temporary: temporary)
     for path in cleanup { await fileSystem.removeQuietly(path) }
-    await noteWhatStayed(of: file, cleanup)
+    await settleCleanup(of: file, cleanup)
     let report = reportProgress
     progress = before
     progress.currentFile = file.relativeText
@@ -497,12 +497,18 @@ struct DeliveryRun {
     leftoverIDs[path] = id
   }
 
-  /// Reports an empty file still at a name the resume removed its claim from (the server
-  /// refused the removal: someone holds it open), since a later resume no longer removes it.
-  private mutating func noteWhatStayed(of file: SourceFile, _ removed: [RelativePath]) async {
+  /// After the resume's clean-up: a claim that is gone is recorded `released` (an empty file
+  /// found there later is not this file's claim); an empty file still there (the server refused
+  /// the removal: someone holds it open) is reported, since no later resume removes it.
+  private mutating func settleCleanup(of file: SourceFile, _ removed: [RelativePath]) async {
     for path in removed where claimsInCleanup.contains(path) {
-      guard let found = try? await fileSystem.fileID(at: path), found.size == 0 else { continue }
-      notePossibleLeftover(of: file, at: path, id: found.id, reason: .claimAnswerLost)
+      let found: FileID?
+      do { found = try await fileSystem.fileID(at: path) } catch { continue }
+      if let found, found.size == 0 {
+        notePossibleLeftover(of: file, at: path, id: found.id, reason: .claimAnswerLost)
+      } else {
+        try? await manifest.append(.released, source: file, target: path, attempt: nil)
+      }
     }
   }
 

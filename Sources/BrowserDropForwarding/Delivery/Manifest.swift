@@ -31,6 +31,8 @@ import Glibc
 ///   file it installed that failed its check). Once that file is gone the server may give its
 ///   id to another writer's file (smbd 4.17 reuses inode numbers), so from this record on the
 ///   attempt's ids prove nothing: a resume never accepts or removes a file by them.
+/// * `released` (SMB): the claim an earlier attempt made at `target`, which the resume proved
+///   its own and has removed: an empty file found there later is not this file's claim.
 /// * `delivered`: in place and checked.
 ///
 /// Lines for other destinations are kept but ignored. The file has a hidden name and is never
@@ -46,6 +48,7 @@ struct Manifest: Sendable {
       case unanswered
       case moveFailed
       case abandoned
+      case released
       case delivered
     }
 
@@ -191,6 +194,12 @@ struct Manifest: Sendable {
   }
 
   private mutating func apply(_ record: Record) {
+    if record.state == .released {
+      // An earlier attempt's claim, removed by the resume as provably its own: the name is no
+      // longer this file's to look at.
+      unprovenClaims[record.source]?.removeAll { $0.target == record.target }
+      return
+    }
     var attempt = attempts[record.source]
     if record.state == .uploading || attempt == nil || attempt?.id != record.attempt {
       // An attempt of a version before attempt ids (nil) never claimed: it renamed with
@@ -234,6 +243,8 @@ struct Manifest: Sendable {
       attempt.moveFailed = true
     case .abandoned:
       attempt.abandoned = true
+    case .released:
+      break  // Applied above: it concerns no attempt.
     case .delivered:
       attempt.target = record.target
       attempt.delivered = true
