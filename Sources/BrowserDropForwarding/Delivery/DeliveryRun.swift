@@ -508,6 +508,10 @@ struct DeliveryRun {
         notePossibleLeftover(of: file, at: path, id: found.id, reason: .claimAnswerLost)
       } else {
         try? await manifest.append(.released, source: file, target: path, attempt: nil)
+        // Noted this run as an earlier claim's possible leftover: it was this claim, now gone.
+        let name = joined(path)
+        possibleLeftovers.removeAll { $0.path == name }
+        leftoverIDs[name] = nil
       }
     }
   }
