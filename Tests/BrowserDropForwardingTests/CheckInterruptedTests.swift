@@ -23,10 +23,9 @@ struct CheckInterruptedTests {
     let (destination, folder) = try CrashResumeTests.destination(place, scratch)
     let mine = Data("the kiosk's own bytes".utf8)
     let batch = try scratch.folder("batch", ["x.txt": mine])
-    var failing = Forwarder()
-    failing.crashPoint = .checkFails
     await #expect(throws: ForwardFailure.self) {
-      _ = try await failing.forward(folder: batch, to: destination, verify: verify)
+      _ = try await Forwarder.stopping(at: .checkFails).forward(
+        folder: batch, to: destination, verify: verify)
     }
     #expect(try contents(of: folder) == ["x.txt": mine], "installed before the check failed")
 
@@ -49,10 +48,8 @@ struct CheckInterruptedTests {
     _ = try await Forwarder().forward(folder: theirs, to: destination)
     let mine = Data("the kiosk's own bytes".utf8)
     let batch = try scratch.folder("batch", ["x.txt": mine])
-    var failing = Forwarder()
-    failing.crashPoint = .checkFails
     await #expect(throws: ForwardFailure.self) {
-      _ = try await failing.forward(folder: batch, to: destination)
+      _ = try await Forwarder.stopping(at: .checkFails).forward(folder: batch, to: destination)
     }
     let report = try await Forwarder().forward(folder: batch, to: destination)
     #expect(report.resumedFiles == 1)
@@ -79,10 +76,9 @@ struct MoveAnswerLostTests {
     let (destination, folder) = try CrashResumeTests.destination(.smb, scratch)
     let mine = Data("moved before the connection failed".utf8)
     let batch = try scratch.folder("batch", ["x.txt": mine])
-    var failing = Forwarder()
-    failing.crashPoint = .moveAnswerLostAfterMove
     await #expect(throws: ForwardFailure.self) {
-      _ = try await failing.forward(folder: batch, to: destination)
+      _ = try await Forwarder.stopping(at: .moveAnswerLostAfterMove).forward(
+        folder: batch, to: destination)
     }
     let report = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
     #expect(try contents(of: folder) == ["x.txt": mine])
@@ -96,10 +92,9 @@ struct MoveAnswerLostTests {
     let (destination, folder) = try CrashResumeTests.destination(.smb, scratch)
     let mine = Data("sent again under the next name".utf8)
     let batch = try scratch.folder("batch", ["x.txt": mine])
-    var failing = Forwarder()
-    failing.crashPoint = .moveAnswerLostBeforeMove
     await #expect(throws: ForwardFailure.self) {
-      _ = try await failing.forward(folder: batch, to: destination)
+      _ = try await Forwarder.stopping(at: .moveAnswerLostBeforeMove).forward(
+        folder: batch, to: destination)
     }
     #expect(try contents(of: folder) == ["x.txt": Data()], "the claim, and no temporary file")
     let report = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
@@ -116,19 +111,16 @@ struct MoveAnswerLostTests {
     let (destination, folder) = try CrashResumeTests.destination(.smb, scratch)
     let mine = Data("delivered under its own name".utf8)
     let batch = try scratch.folder("batch", ["x.txt": mine])
-    var failing = Forwarder()
-    failing.crashPoint = .moveRefused
     await #expect(throws: ForwardFailure.self) {
-      _ = try await failing.forward(folder: batch, to: destination)
+      _ = try await Forwarder.stopping(at: .moveRefused).forward(folder: batch, to: destination)
     }
     #expect(try contents(of: folder) == ["x.txt": Data()], "the claim, and no temporary file")
     // A resume stopped after deciding to remove the claim and before its next attempt is
     // recorded has removed nothing: a resume after it acts on the same records, and the name
     // could by then hold another writer's file with the freed inode number.
-    var stopped = Forwarder()
-    stopped.crashPoint = .beforeNextAttempt
     await #expect(throws: SimulatedCrash.self) {
-      _ = try await stopped.forward(folder: batch, to: destination)
+      _ = try await Forwarder.stopping(at: .beforeNextAttempt).forward(
+        folder: batch, to: destination)
     }
     #expect(try contents(of: folder) == ["x.txt": Data()], "nothing removed yet")
     let report = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)

@@ -26,10 +26,9 @@ struct CrashResumeTests {
     let earlier = try Self.identity(folder.appendingPathComponent("x.txt"))
 
     let batch = try scratch.folder("batch2", ["x.txt": second])
-    var crashing = Forwarder()
-    crashing.crashPoint = .installingRecorded
     await #expect(throws: SimulatedCrash.self) {
-      _ = try await crashing.forward(folder: batch, to: destination)
+      _ = try await Forwarder.stopping(at: .installingRecorded).forward(
+        folder: batch, to: destination)
     }
     let report = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
 
@@ -66,10 +65,8 @@ struct CrashResumeTests {
     let (destination, folder) = try Self.destination(window.place, scratch)
     let files = ["x.txt": content, "y.txt": Data("why".utf8)]
     let batch = try scratch.folder("batch", files)
-    var crashing = Forwarder()
-    crashing.crashPoint = window.point
     await #expect(throws: SimulatedCrash.self) {
-      _ = try await crashing.forward(folder: batch, to: destination)
+      _ = try await Forwarder.stopping(at: window.point).forward(folder: batch, to: destination)
     }
     if window == .smbClaimCreated {
       // The claim child recorded the create by itself (loading waits for its lock).

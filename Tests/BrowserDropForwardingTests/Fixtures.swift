@@ -111,3 +111,12 @@ func forwardCancelled(
     await #expect(throws: CancellationError.self) { try await group.next() }
   }
 }
+
+extension Forwarder {
+  /// A forwarder that ends its delivery at `checkpoint` (the test seam ``Checkpoint``).
+  static func stopping(at checkpoint: Checkpoint) -> Forwarder {
+    var forwarder = Forwarder()
+    forwarder.crashPoint = checkpoint
+    return forwarder
+  }
+}

@@ -24,10 +24,8 @@ struct InodeReuseTests {
     let theirs = Data("kiosk two's".utf8)
     try #require(mine.count == theirs.count)
     let batch = try scratch.folder("batch", ["x.txt": mine])
-    var failing = Forwarder()
-    failing.crashPoint = .installFails
     await #expect(throws: ForwardFailure.self) {
-      _ = try await failing.forward(folder: batch, to: destination)
+      _ = try await Forwarder.stopping(at: .installFails).forward(folder: batch, to: destination)
     }
     #expect(try contents(of: folder).isEmpty, "the temporary file is removed")
 

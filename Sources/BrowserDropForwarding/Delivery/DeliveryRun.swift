@@ -20,16 +20,11 @@ struct DeliveryRun {
   var progress: ForwardProgress
   var delivered: [ForwardReport.Delivered] = []
   var renames: [ForwardReport.Rename] = []
-  var possibleLeftovers: [ForwardReport.PossibleLeftover] = []
-  /// The id of the empty file each possible leftover had when it was noted.
-  var leftoverIDs: [String: UInt64] = [:]
-  /// What the resume of the file being delivered found to remove (the earlier attempt's
-  /// temporary file and claim): removed only once the next attempt is recorded, so a resume
-  /// after a stop in between never acts on the same records again, when the names may hold
-  /// another writer's file that took the freed inode numbers.
-  var cleanup: [RelativePath] = []
-  /// Which of `cleanup` are claims (the rest are temporary files).
-  var claimsInCleanup: Set<RelativePath> = []
+  /// Empty files that may be claims of this delivery's files, each with the id it had when
+  /// noted; ``confirmedLeftovers()`` gives the ones still there.
+  var possibleLeftovers: [NotedLeftover] = []
+  /// What the resume of the file being delivered found to remove; see ``Cleanup``.
+  var cleanup = Cleanup()
   var resumed = 0
   var bytesSent: Int64 = 0
 
@@ -101,6 +96,23 @@ struct DeliveryRun {
     recordRename(source, target, firstTry: name, number: number, conflict: .nameTaken)
   }
 
+  /// What a resume found to remove of the latest attempt (its temporary file, its claim where
+  /// the records prove it): removed only once the next attempt is recorded, so a resume after a
+  /// stop in between never acts on the same records again, when the names may hold another
+  /// writer's file that took the freed inode numbers.
+  struct Cleanup {
+    var temporaries: [RelativePath] = []
+    var claims: [RelativePath] = []
+    var isEmpty: Bool { temporaries.isEmpty && claims.isEmpty }
+  }
+
+  /// An empty file noted as a possible leftover, and the id it had then.
+  struct NotedLeftover {
+    var leftover: ForwardReport.PossibleLeftover
+    var path: RelativePath
+    var id: UInt64
+  }
+
   /// How many times a file that arrived different from its source (size, id or SHA-256) is
   /// sent again within one delivery before it fails with `verificationFailed`.
   static let attemptsPerFile = 3
@@ -108,18 +120,18 @@ struct DeliveryRun {
   private mutating func deliver(_ file: SourceFile, into folder: RelativePath) async throws {
     if try await finishedEarlier(file) { return }
     var cleanup = self.cleanup
-    self.cleanup = []
+    self.cleanup = Cleanup()
     let before = progress
     for attempt in 1...Self.attemptsPerFile {
       do {
         let target = try await deliverOnce(file, into: folder, from: before, cleanup: cleanup)
-        cleanup = []
+        cleanup = Cleanup()
         delivered.append(.init(source: file.relativeText, destination: joined(target)))
         break
       } catch let failure as ForwardFailure
         where failure.kind == .verificationFailed && attempt < Self.attemptsPerFile
       {
-        cleanup = []
+        cleanup = Cleanup()
         continue  // What this attempt made is gone again; try afresh.
       }
     }
@@ -135,15 +147,15 @@ struct DeliveryRun {
   /// created. `cleanup` (what an earlier attempt left) is removed once this attempt is recorded.
   private mutating func deliverOnce(
     _ file: SourceFile, into folder: RelativePath, from before: ForwardProgress,
-    cleanup: [RelativePath]
+    cleanup: Cleanup
   ) async throws -> RelativePath {
     if crashPoint == .beforeNextAttempt, !cleanup.isEmpty { throw SimulatedCrash() }
     let attempt = NameRules.attemptID()
     let temporary = folder + [NameRules.temporaryName(attempt: attempt)]
     try await manifest.append(
       .uploading, source: file, attempt: attempt, temporary: temporary)
-    for path in cleanup { await fileSystem.removeQuietly(path) }
-    await settleCleanup(of: file, cleanup)
+    for path in cleanup.temporaries + cleanup.claims { await fileSystem.removeQuietly(path) }
+    await settleRemovedClaims(of: file, cleanup.claims)
     let report = reportProgress
     progress = before
     progress.currentFile = file.relativeText
@@ -410,7 +422,7 @@ struct DeliveryRun {
       if accepted != nil {
         await fileSystem.removeQuietly(temporary)
       } else {
-        cleanup.append(temporary)
+        cleanup.temporaries.append(temporary)
       }
     }
     guard let target = accepted, let fileID = attempt.fileID else { return false }
@@ -471,12 +483,10 @@ struct DeliveryRun {
       // Recorded by the claim child alone: no move was tried (it comes after the id's record),
       // and no one else removes a claim, so the empty file is this attempt's claim. Removed
       // after the next attempt's record: a later resume then only reports the name.
-      cleanup.append(target)
-      claimsInCleanup.insert(target)
+      cleanup.claims.append(target)
     case found.id where attempt.moveFailed:
       // The move was refused before libsmbclient deleted anything: still the claim.
-      cleanup.append(target)
-      claimsInCleanup.insert(target)
+      cleanup.claims.append(target)
     case found.id:
       // A move may have been sent: libsmbclient may have deleted the claim, and another
       // writer's claim here can carry its inode number. Reported, never removed.
@@ -491,17 +501,17 @@ struct DeliveryRun {
     of file: SourceFile, at target: RelativePath, id: UInt64,
     reason: ForwardReport.PossibleLeftover.Reason
   ) {
-    let path = joined(target)
-    guard !possibleLeftovers.contains(where: { $0.path == path }) else { return }
-    possibleLeftovers.append(.init(source: file.relativeText, path: path, reason: reason))
-    leftoverIDs[path] = id
+    guard !possibleLeftovers.contains(where: { $0.path == target }) else { return }
+    let leftover = ForwardReport.PossibleLeftover(
+      source: file.relativeText, path: joined(target), reason: reason)
+    possibleLeftovers.append(NotedLeftover(leftover: leftover, path: target, id: id))
   }
 
   /// After the resume's clean-up: a claim that is gone is recorded `released` (an empty file
   /// found there later is not this file's claim); an empty file still there (the server refused
   /// the removal: someone holds it open) is reported, since no later resume removes it.
-  private mutating func settleCleanup(of file: SourceFile, _ removed: [RelativePath]) async {
-    for path in removed where claimsInCleanup.contains(path) {
+  private mutating func settleRemovedClaims(of file: SourceFile, _ removed: [RelativePath]) async {
+    for path in removed {
       let found: FileID?
       do { found = try await fileSystem.fileID(at: path) } catch { continue }
       if let found, found.size == 0 {
@@ -509,9 +519,7 @@ struct DeliveryRun {
       } else {
         try? await manifest.append(.released, source: file, target: path, attempt: nil)
         // Noted this run as an earlier claim's possible leftover: it was this claim, now gone.
-        let name = joined(path)
-        possibleLeftovers.removeAll { $0.path == name }
-        leftoverIDs[name] = nil
+        possibleLeftovers.removeAll { $0.path == path }
       }
     }
   }
@@ -520,17 +528,15 @@ struct DeliveryRun {
   /// writer's delivery (or rename) has taken since is no longer reported.
   mutating func confirmedLeftovers() async -> [ForwardReport.PossibleLeftover] {
     var confirmed: [ForwardReport.PossibleLeftover] = []
-    for leftover in possibleLeftovers {
-      let path = leftover.path.split(separator: "/").map(String.init)
+    for noted in possibleLeftovers {
       // A look-up that fails (the connection dropped at the end) keeps the report: the batch
       // and its records go once the run is done, so nothing would report it later.
       let found: FileID?
-      do { found = try await fileSystem.fileID(at: path) } catch {
-        confirmed.append(leftover)
+      do { found = try await fileSystem.fileID(at: noted.path) } catch {
+        confirmed.append(noted.leftover)
         continue
       }
-      guard let found, found.size == 0, found.id == leftoverIDs[leftover.path] else { continue }
-      confirmed.append(leftover)
+      if found == FileID(id: noted.id, size: 0) { confirmed.append(noted.leftover) }
     }
     return confirmed
   }

@@ -154,11 +154,7 @@ struct Fleet {
       var uploads: [(Int, String, UploadInFlight, URL)] = []
       for kiosk in 0..<plan.kiosks {
         let seed = UInt8(truncatingIfNeeded: plan.seed &* 7 &+ round &* 13 &+ kiosk &+ 1)
-        let files = [
-          ("big.bin", plan.bigSize), ("note.txt", 1000), ("empty.txt", 0),
-        ]
-        assert(files.count == Self.filesPerRound)
-        for (name, size) in files {
+        for (name, size) in zip(Self.fileNames, [plan.bigSize, 1000, 0]) {
           let source = try folder.makeFile(
             "src/\(round)-\(kiosk)-\(name)", size: size, seed: seed &+ UInt8(size % 251))
           uploads.append(
@@ -229,7 +225,7 @@ struct Fleet {
         .compactMap { $0["path"] })
     let deliveredTo = Set(
       forwarded.flatMap { ($0["renamed"] as? [[String: String]]) ?? [] }.compactMap { $0["to"] }
-    ).union(["big.bin", "note.txt", "empty.txt"])
+    ).union(Self.fileNames)
     counts.reported =
       zip(visible, digests).filter {
         reported.contains($0.0) && !deliveredTo.contains($0.0) && $0.1 == Self.emptyDigest
@@ -291,15 +287,16 @@ struct Fleet {
     let started = kiosk.events.dropFirst(mark).contains {
       $0.event == "uploadStarted" && $0["path"] as? String == name
     }
-    return !started && closed.int("files").map { $0 < filesPerRound } == true
+    return !started && closed.int("files").map { $0 < fileNames.count } == true
   }
 
   /// SHA-256 of no bytes.
   private static let emptyDigest =
     "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
-  /// Files each kiosk is given per round.
-  private static let filesPerRound = 3
+  /// The files each kiosk is given per round: `big.bin` (the plan's size), a 1000-byte
+  /// `note.txt` and an empty `empty.txt`.
+  private static let fileNames = ["big.bin", "note.txt", "empty.txt"]
 
   /// Whether no session folder of the staging root holds a complete file (an upload answered
   /// 201 that is not yet in a batch).
