@@ -118,6 +118,33 @@ struct ClaimTests {
     #expect(report.possibleLeftovers.isEmpty)
   }
 
+  /// A claim recorded by the claim child alone (the delivery killed right after the create) is
+  /// the attempt's own whatever became of the source since: a resume after the file changed
+  /// size removes it and delivers the new bytes under the first name, reporting nothing.
+  @Test func aClaimIsSettledWhenTheSourceChangedSize() async throws {
+    let server = try TestSMBServer.fromEnvironment()
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let name = uniqueName("resized")
+    let source = try scratch.folder(name, ["x.txt": Data("before".utf8)])
+    let destination = try server.destination("guest", name)
+    var crashing = Forwarder()
+    crashing.crashPoint = .claimCreated
+    await #expect(throws: SimulatedCrash.self) {
+      _ = try await crashing.forward(folder: source, to: destination)
+    }
+    let shared = server.directory("guest/\(name)")
+    let crashed = try contents(of: shared)
+    #expect(crashed["x.txt"] == Data(), "no claim: \(crashed)")
+
+    let after = ["x.txt": Data("after, and longer".utf8)]
+    try after["x.txt"]!.write(to: source.appendingPathComponent("x.txt"))
+    let report = try await Forwarder().forward(folder: source, to: destination)
+    #expect(try contents(of: shared) == after)
+    #expect(report.possibleLeftovers.isEmpty, "\(report.possibleLeftovers)")
+    #expect(report.renames.isEmpty, "\(report.renames)")
+  }
+
   /// Forwards `count` small files to a new folder of the smbd, running `afterClaim` after each
   /// claim, and checks that each arrived once with its own bytes and nothing else is there.
   private static func deliver(

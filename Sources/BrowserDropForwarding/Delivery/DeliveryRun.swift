@@ -391,11 +391,12 @@ struct DeliveryRun {
       return try await finishedBeforeAttempts(file, attempt)
     }
     var accepted: RelativePath?
-    if attempt.size == file.size, let target = attempt.target {
+    if let target = attempt.target {
       let found = try await fileSystem.fileID(at: target)
       // An abandoned attempt removed (or was about to remove) the file of its upload's id:
-      // another writer's file may carry that id now, so nothing is accepted by it.
-      if !attempt.abandoned, let fileID = attempt.fileID,
+      // another writer's file may carry that id now, so nothing is accepted by it. A source
+      // that changed size since is sent again; its claim is settled all the same.
+      if attempt.size == file.size, !attempt.abandoned, let fileID = attempt.fileID,
         found == FileID(id: fileID, size: file.size)
       {
         accepted = target  // The install happened (the rename carries the id).
