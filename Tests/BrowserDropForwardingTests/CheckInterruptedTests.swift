@@ -105,6 +105,33 @@ struct MoveAnswerLostTests {
       report.possibleLeftovers.map { "\($0.path) \($0.reason)" } == ["x.txt claimAnswerLost"])
   }
 
+  /// A source that changed size since changes nothing of that: the claim a move may have
+  /// deleted is reported, not removed, and a refused move's claim is removed.
+  @Test(arguments: [true, false])
+  func aChangedSourceSettlesTheClaimTheSameWay(moveRefused: Bool) async throws {
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let (destination, folder) = try CrashResumeTests.destination(.smb, scratch)
+    let batch = try scratch.folder("batch", ["x.txt": Data("before".utf8)])
+    await #expect(throws: ForwardFailure.self) {
+      _ = try await Forwarder.stopping(
+        at: moveRefused ? .moveRefused : .moveAnswerLostBeforeMove
+      ).forward(folder: batch, to: destination)
+    }
+    #expect(try contents(of: folder) == ["x.txt": Data()], "the claim, and no temporary file")
+    let mine = Data("after, and longer".utf8)
+    try mine.write(to: batch.appendingPathComponent("x.txt"))
+    let report = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
+    if moveRefused {
+      #expect(try contents(of: folder) == ["x.txt": mine])
+      #expect(report.possibleLeftovers.isEmpty)
+    } else {
+      #expect(try contents(of: folder) == ["x.txt": Data(), "x 2.txt": mine])
+      #expect(
+        report.possibleLeftovers.map { "\($0.path) \($0.reason)" } == ["x.txt claimAnswerLost"])
+    }
+  }
+
   @Test func aRefusedMoveLeavesTheClaimWhichTheResumeRemoves() async throws {
     let scratch = try Scratch()
     defer { scratch.remove() }

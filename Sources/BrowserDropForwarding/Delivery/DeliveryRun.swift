@@ -391,12 +391,19 @@ struct DeliveryRun {
       return try await finishedBeforeAttempts(file, attempt)
     }
     var accepted: RelativePath?
-    if let target = attempt.target {
-      let found = try await fileSystem.fileID(at: target)
+    // A source that changed size since is sent again, and only a claim of it can be settled:
+    // its name is looked at only then, and a look-up that fails leaves the claim as it is
+    // (rather than stopping a run that needs nothing else from that name).
+    let settlesOnly = attempt.size != file.size
+    if let target = attempt.target,
+      !settlesOnly || (fileSystem.needsClaim && attempt.claimed && !attempt.delivered)
+    {
+      let found =
+        settlesOnly
+        ? try? await fileSystem.fileID(at: target) : try await fileSystem.fileID(at: target)
       // An abandoned attempt removed (or was about to remove) the file of its upload's id:
-      // another writer's file may carry that id now, so nothing is accepted by it. A source
-      // that changed size since is sent again; its claim is settled all the same.
-      if attempt.size == file.size, !attempt.abandoned, let fileID = attempt.fileID,
+      // another writer's file may carry that id now, so nothing is accepted by it.
+      if !settlesOnly, !attempt.abandoned, let fileID = attempt.fileID,
         found == FileID(id: fileID, size: file.size)
       {
         accepted = target  // The install happened (the rename carries the id).
