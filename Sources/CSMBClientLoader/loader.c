@@ -37,6 +37,7 @@
   X(setOptionFallbackAfterKerberos)                                                              \
   X(setPort)                                                                                     \
   X(setTimeout)                                                                                  \
+  X(getTimeout)                                                                                  \
   X(setOptionProtocols)                                                                          \
   X(setOptionSmbEncryptionLevel)                                                                 \
   X(getFunctionStat)                                                                             \
@@ -136,6 +137,8 @@ void cbd_smbc_setOptionFallbackAfterKerberos(SMBCCTX *context, smbc_bool value) 
 void cbd_smbc_setPort(SMBCCTX *context, uint16_t port) { smbc.setPort(context, port); }
 
 void cbd_smbc_setTimeout(SMBCCTX *context, int timeout) { smbc.setTimeout(context, timeout); }
+
+int cbd_smbc_getTimeout(SMBCCTX *context) { return smbc.getTimeout(context); }
 
 smbc_bool cbd_smbc_setOptionProtocols(
     SMBCCTX *context, const char *min_proto, const char *max_proto) {

@@ -102,16 +102,13 @@ struct SMBFailureTests {
     defer { close(silent.descriptor) }
     let destination = try SMBDestination(
       "smb://127.0.0.1:\(silent.port)/guest/x", options: SMBOptions(timeout: .seconds(1)))
-    let started = ContinuousClock.now
+    // That the configured 1 s reaches libsmbclient (and not its 20 s default) is
+    // SMBLibraryTests.aContextHoldsTheConfiguredTimeout: no wall-clock bound here, which a
+    // loaded machine can break.
     await expectFailure(
       source, to: destination, .timedOut,
       "Couldn't reach 127.0.0.1 — the connection timed out. "
         + "Check that the server is on and reachable from this network.")
-    // The kind and sentence above are the main check. The time shows the configured 1 s was
-    // used, not the 20 s default: with the default, the first unanswered request alone takes
-    // 20 s. It is not tighter because libsmbclient waits more than once before giving up, and
-    // under a full parallel run on 2 cores this took 12.9 s.
-    #expect(ContinuousClock.now - started < .seconds(19))
     try await resume(source, on: server)
   }
 

@@ -1,3 +1,4 @@
+import BrowserDropSystem
 import Testing
 
 @testable import BrowserDropForwarding
@@ -32,6 +33,23 @@ struct SMBLibraryTests {
     #expect(failure?.kind == .smbUnavailable)
     #expect(failure?.description.contains("undefined symbol: smbc_new_context") == true)
   }
+
+  /// `SMBOptions.timeout` is what libsmbclient waits for a connection or a reply, read back
+  /// from the context (the library's default is 20 s). Creating a context contacts no server.
+  @Test(arguments: [1, 7, 45])
+  func aContextHoldsTheConfiguredTimeout(seconds: Int) async throws {
+    let destination = try SMBDestination(
+      Self.destination, options: SMBOptions(timeout: .seconds(seconds)))
+    let held = try await DedicatedThread.smb.run { () throws -> Int32 in
+      if let reason = SMBLibrary.load() { throw SMBLoadFailure(reason: reason) }
+      let context = try SMBContext(for: destination)
+      defer { context.free() }
+      return context.libraryTimeoutMilliseconds
+    }
+    #expect(held == Int32(seconds * 1000))
+  }
+
+  private struct SMBLoadFailure: Error { let reason: String }
 
   /// A failure is not remembered: the real library loads afterwards (the SMB suites then use it).
   @Test func realLibraryLoadsAfterAFailure() {

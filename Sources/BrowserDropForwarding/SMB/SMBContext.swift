@@ -76,6 +76,9 @@ final class SMBContext: @unchecked Sendable {
   /// The request timeout the context was made with.
   var timeout: Duration { .milliseconds(options.timeoutMilliseconds) }
 
+  /// The request timeout as libsmbclient holds it, read back from the context (milliseconds).
+  var libraryTimeoutMilliseconds: Int32 { cbd_smbc_getTimeout(context) }
+
   /// The URL of `path` under the destination's share, every component percent-encoded.
   func url(_ path: RelativePath) -> String {
     path.isEmpty ? baseURL + "/" : baseURL + "/" + path.map(SMBURL.encode).joined(separator: "/")

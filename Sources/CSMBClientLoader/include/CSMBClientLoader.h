@@ -64,6 +64,8 @@ void cbd_smbc_setOptionFallbackAfterKerberos(SMBCCTX *context, smbc_bool value);
 void cbd_smbc_setPort(SMBCCTX *context, uint16_t port);
 /// smbc_setTimeout: how long to wait for a connection or a reply, in milliseconds.
 void cbd_smbc_setTimeout(SMBCCTX *context, int timeout);
+/// smbc_getTimeout: the milliseconds the context waits, as libsmbclient holds them.
+int cbd_smbc_getTimeout(SMBCCTX *context);
 /// smbc_setOptionProtocols: the lowest and highest protocol to negotiate (e.g. "SMB2",
 /// "SMB3"); false when not accepted.
 smbc_bool cbd_smbc_setOptionProtocols(
