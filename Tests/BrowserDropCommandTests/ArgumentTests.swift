@@ -59,9 +59,10 @@ struct ArgumentTests {
     .init(arguments: ["--allow", "tar.gz"], named: "--allow"),
     .init(arguments: ["--batch-folder", "{week}"], named: "--batch-folder"),
     .init(arguments: ["--batch-folder", "a/b"], named: "--batch-folder"),
-    .init(arguments: ["--quiet-period", "5", "--to", "/tmp/x"], named: "--quiet-period"),
+    .init(arguments: ["--quiet-period", "5", "--to", "/nonexistent/x"], named: "--quiet-period"),
     .init(
-      arguments: ["--kiosk", "--quiet-period", "-1", "--to", "/tmp/x"], named: "--quiet-period"),
+      arguments: ["--kiosk", "--quiet-period", "-1", "--to", "/nonexistent/x"],
+      named: "--quiet-period"),
     .init(arguments: ["--kiosk"], named: "--kiosk"),
     .init(arguments: ["--json=yes"], named: "--json"),
     .init(arguments: ["--no-qr=1"], named: "--no-qr"),
@@ -70,7 +71,8 @@ struct ArgumentTests {
     .init(arguments: ["--staging="], named: "--staging"),
     .init(arguments: ["--title="], named: "--title"),
     .init(
-      arguments: ["--smb-password-file", "/x", "--to", "/tmp/x"], named: "--smb-password-file"),
+      arguments: ["--smb-password-file", "/x", "--to", "/nonexistent/x"],
+      named: "--smb-password-file"),
     .init(
       arguments: ["--smb-password-file", "/nonexistent/pw", "--to", "smb://anna@127.0.0.1/s"],
       named: "--smb-password-file"),
