@@ -1,0 +1,77 @@
+import BrowserDropTestSupport
+import Foundation
+import Testing
+
+/// The kiosk's batch switch: the closing session hands its listening socket to the next, so a
+/// request that arrives while one batch closes is served by the next session, never refused or
+/// cut (before, the listener closed and reopened: a client that did not retry saw no answer).
+@Suite("Kiosk batch switch")
+struct KioskSwitchTests {
+  @Test(
+    "Uploads sent across many batch switches, never retried, are all answered and forwarded once")
+  func uploadsAcrossBatchSwitches() async throws {
+    let folder = try TemporaryFolder()
+    let quietPeriod = 0.2
+    let command = try KioskTests.start(folder, quietPeriod: "\(quietPeriod)")
+    defer { Task { await command.stop() } }
+    let port = try await command.listeningPort()
+    var random = CrashTrialTests.Seeded(16)
+    var sources: [String: URL] = [:]
+    var statuses: [String: Int] = [:]
+    let rounds = 20
+    let perRound = 4
+    for round in 0..<rounds {
+      var names: [String] = []
+      for index in 0..<perRound {
+        let name = "r\(round)-\(index).bin"
+        names.append(name)
+        sources[name] = try folder.makeFile(
+          "src/" + name, size: 1_000 + round * 97 + index,
+          seed: UInt8(truncatingIfNeeded: round &* 7 &+ index))
+      }
+      // Quiet for about the quiet period, so the batch closes about when the next requests go
+      // out; they go a few milliseconds apart, to land at different moments of the switch.
+      try await Task.sleep(for: .milliseconds(Int.random(in: 150...330, using: &random)))
+      var uploads: [(String, UploadInFlight)] = []
+      for name in names {
+        uploads.append((name, try Uploader.start(sources[name]!, as: name, port: port)))
+        try await Task.sleep(for: .milliseconds(Int.random(in: 0...15, using: &random)))
+      }
+      for (name, upload) in uploads { statuses[name] = try await Uploader.status(of: upload) }
+    }
+    let total = rounds * perRound
+    let unanswered = statuses.filter { $0.value != 201 }.keys.sorted()
+    #expect(unanswered.isEmpty, "not answered 201: \(unanswered.map { "\($0) \(statuses[$0]!)" })")
+
+    let answered = statuses.filter { $0.value == 201 }.count
+    try await CrashTrialTests.waitUntil(
+      "every batch to close and be forwarded", timeout: 120, every: .milliseconds(50),
+      output: { command.outputLines }
+    ) {
+      let events = command.events
+      let closed = events.filter { $0.event == "batchClosed" }
+      let forwarded = events.filter { $0.event == "forwarded" }
+      return closed.reduce(0) { $0 + ($1.int("files") ?? 0) } >= answered
+        && forwarded.count == closed.count
+    }
+    command.send(SIGTERM)
+    #expect(try await command.waitForExit() == 0)
+
+    let events = command.events
+    let batches = events.filter { $0.event == "batchClosed" }.count
+    #expect(batches >= 4, "the uploads were meant to meet several batch switches: \(batches)")
+    #expect(!events.contains { $0.event == "uploadFailed" }, "\(command.outputLines)")
+    let dest = folder.path("dest")
+    let delivered = TemporaryFolder.files(in: dest)
+    var copies: [String: Int] = [:]
+    for path in delivered { copies[URL(fileURLWithPath: path).lastPathComponent, default: 0] += 1 }
+    #expect(copies.count == total, "\(total - copies.count) files missing")
+    #expect(copies.values.allSatisfy { $0 == 1 }, "\(copies.filter { $0.value != 1 })")
+    for path in delivered {
+      let source = try #require(sources[URL(fileURLWithPath: path).lastPathComponent], "\(path)")
+      #expect(
+        try Data(contentsOf: dest.appending(path: path)) == Data(contentsOf: source), "\(path)")
+    }
+    #expect(KioskTests.journal(folder).isEmpty)
+  }
+}
