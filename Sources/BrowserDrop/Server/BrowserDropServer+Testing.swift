@@ -8,3 +8,10 @@ extension BrowserDropServer {
     Reactor.shared.injectWaitFailure(code)
   }
 }
+
+extension BrowserDropServer {
+  /// Whether `finishHandingOverListener` is letting admitted uploads end (it admits none).
+  var isFinishing: Bool {
+    if case .finishing = state { true } else { false }
+  }
+}

@@ -118,19 +118,42 @@ public actor BrowserDropServer {
   /// Calling it again while listening returns the same addresses.
   @discardableResult
   public func start() async throws -> [Address] {
+    try await start(handover: nil)
+  }
+
+  /// Starts like ``start()``, but serves the listening socket an earlier session handed over
+  /// (``finishHandingOverListener(grace:)``) instead of opening one, with the connections that
+  /// session left unanswered: connections that arrived in between are served, none refused.
+  ///
+  /// The socket's port and address are used; `Configuration.port` and `bindAddress` are not.
+  /// After ``suspend()`` or a lost listener, ``resume()`` listens again on that port. When the
+  /// start fails, the handover is left as it was, to be given to another start; when this
+  /// session was started already, it is left too.
+  ///
+  /// ```swift
+  /// let (folder, handover) = try await server.finishHandingOverListener()
+  /// let next = BrowserDropServer(configuration: configuration)
+  /// if let handover { try await next.start(on: handover) } else { try await next.start() }
+  /// ```
+  @discardableResult
+  public func start(on handover: ListenerHandover) async throws -> [Address] {
+    try await start(handover: handover)
+  }
+
+  private func start(handover: ListenerHandover?) async throws -> [Address] {
     switch state {
     case .listening: return state.addresses
     case .suspended:
       try await resume()
       return state.addresses
-    case .ended: throw BrowserDropError.sessionEnded
+    case .finishing, .ended: throw BrowserDropError.sessionEnded
     case .starting(let starting):
       // Another call is starting the session: its outcome is this one's.
       try await starting.value
       return state.addresses
     case .idle: break
     }
-    let starting = Task { try await self.bringUp() }
+    let starting = Task { try await self.bringUp(handover: handover) }
     state = .starting(starting)
     do {
       try await starting.value
@@ -161,7 +184,7 @@ public actor BrowserDropServer {
     var live: ServerState.Session
     switch state {
     case .listening: return
-    case .ended: throw BrowserDropError.sessionEnded
+    case .finishing, .ended: throw BrowserDropError.sessionEnded
     case .idle, .starting:
       try await start()
       return
@@ -187,7 +210,7 @@ public actor BrowserDropServer {
       switch state {
       case .suspended(let suspended): live = suspended
       case .listening: return
-      case .ended, .idle, .starting: throw BrowserDropError.sessionEnded
+      case .finishing, .ended, .idle, .starting: throw BrowserDropError.sessionEnded
       }
     }
   }
@@ -210,6 +233,45 @@ public actor BrowserDropServer {
     storeLock = nil
     return empty ? nil : staging.session
   }
+
+  /// Ends the session like ``finish()``, but keeps its listening socket open and returns it for
+  /// the next session (``start(on:)``), so that no connection is refused or cut in between.
+  ///
+  /// It stops admitting uploads at once. Uploads admitted already go on for up to `grace` and
+  /// end in this session's folder; those still arriving then fail with `.cancelled`, as with
+  /// ``finish()``. A connection whose request this session had not answered by then (its head
+  /// not yet read, or an upload it would have admitted) is handed over with what it sent; page
+  /// requests are served here meanwhile, and connections queued on the socket wait for the next
+  /// session.
+  ///
+  /// The handover is `nil` when the session was not listening (suspended, or its listener
+  /// lost); the next session then opens a socket of its own with ``start()``.
+  public func finishHandingOverListener(
+    grace: Duration = .seconds(5)
+  ) async throws -> (folder: URL?, handover: ListenerHandover?) {
+    guard case .listening(let session, let listener) = state else {
+      return (try await finish(), nil)
+    }
+    state = .finishing(session, listener: listener)
+    let collector = session.services.handover
+    collector.begin()
+    // Admission is closed (`admit` answers `.handOver`), so the count only falls. Polled: it is
+    // above zero only when an upload began as the host decided to finish, which is rare.
+    let deadline = clock.now + grace
+    while admission.hasInFlight, clock.now < deadline {
+      do { try await clock.sleep(for: Self.drainPoll) } catch { break }
+    }
+    // The connections end: unanswered ones park themselves, and the listener is kept.
+    listener.cancel()
+    await listener.value
+    let handover = collector.end()
+    // `finish` or `cancel` may have ended the session meanwhile; the handover then closes.
+    guard case .finishing = state else { throw BrowserDropError.sessionEnded }
+    return (try await finish(), handover)
+  }
+
+  /// How often `finishHandingOverListener` looks whether the admitted uploads have ended.
+  private static let drainPoll = Duration.milliseconds(10)
 
   /// Ends the session and deletes everything that arrived.
   public func cancel() async {

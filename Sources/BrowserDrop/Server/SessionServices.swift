@@ -20,6 +20,8 @@ final class SessionServices: Sendable {
   let folderSync = FolderSync()
   /// How long a connection may be silent, on the server's clock.
   let idleTimeout: IdleTimeout
+  /// What the session hands the next one when it ends with `finishHandingOverListener`.
+  let handover = HandoverCollector()
   private let activeConnections = Atomic(0)
 
   private init(
@@ -67,11 +69,22 @@ final class SessionServices: Sendable {
     }
   }
 
-  /// Accepts connections until cancelled; each is a child task, so cancelling this ends them
-  /// all before it returns. Returns `true` when the listener was lost rather than cancelled.
-  func serve(_ listener: Listener) async -> Bool {
-    defer { listener.close() }
-    return await withDiscardingTaskGroup { group in
+  /// Serves `waiting` (connections an earlier session handed over) and accepts connections
+  /// until cancelled; each is a child task, so cancelling this ends them all before it returns.
+  /// Returns `true` when the listener was lost rather than cancelled. The listener is closed
+  /// then, unless the session is handing it over (`HandoverCollector`).
+  func serve(_ listener: Listener, adopting waiting: [ParkedConnection] = []) async -> Bool {
+    let lost = await withDiscardingTaskGroup { group in
+      for connection in waiting {
+        // Accepted already, by the earlier session: served whatever the limit.
+        activeConnections.add(1, ordering: .relaxed)
+        group.addTask {
+          await Connection(
+            socket: connection.socket, services: self, received: connection.received
+          ).run()
+          self.activeConnections.subtract(1, ordering: .relaxed)
+        }
+      }
       while !Task.isCancelled {
         do {
           try await listener.waitForConnection()
@@ -109,5 +122,7 @@ final class SessionServices: Sendable {
       }
       return false
     }
+    if lost || !handover.keep(listener) { listener.close() }
+    return lost
   }
 }

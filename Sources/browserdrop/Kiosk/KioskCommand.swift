@@ -7,7 +7,8 @@ import Synchronization
 
 /// `--kiosk`: serve all day in batches. A batch closes after the quiet period with nothing in
 /// flight, moves into the outbox and is forwarded while a new session starts at once on the
-/// same port, so open pages carry on.
+/// same listening socket, handed from the closing session to the next, so open pages carry on
+/// and a request that arrives in between waits for the next session rather than failing.
 struct KioskCommand {
   let options: CommandOptions
   let reporter: any Reporter
@@ -69,6 +70,8 @@ struct KioskCommand {
 
     var port = options.port
     var first = true
+    // The previous session's listening socket, kept open for the next one.
+    var handover: ListenerHandover?
     while !stopRequested.isSet {
       if !first {
         // The previous session and its index of received files are gone: give the memory they
@@ -78,7 +81,9 @@ struct KioskCommand {
       let session: LiveSession
       do {
         session = try await LiveSession.start(
-          configuration: options.serverConfiguration(port: port), reporter: reporter)
+          configuration: options.serverConfiguration(port: port), reporter: reporter,
+          handover: handover)
+        handover = nil
       } catch {
         if first { return fail(StartFailure.message(for: error, options: options)) }
         reporter.report(.notice("Can't start the next session yet: \(error)"))
@@ -97,7 +102,13 @@ struct KioskCommand {
 
       let folder: URL?
       do {
-        folder = try await session.finish()
+        if stopRequested.isSet {
+          folder = try await session.finish()
+        } else {
+          let finished = try await session.finishHandingOverListener()
+          folder = finished.folder
+          handover = finished.handover
+        }
       } catch {
         reporter.report(.notice("The session could not be closed: \(error)"))
         continue
