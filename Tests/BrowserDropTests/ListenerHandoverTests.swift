@@ -60,7 +60,7 @@ struct ListenerHandoverTests {
     defer { Task { await next.stop() } }
     #expect(try await client.readReply().status == 201)
     #expect(next.stagedFiles() == ["late.bin": body])
-    #expect(await next.log.finished.map(\.relativePath) == ["late.bin"])
+    #expect(await next.server.receivedFiles.map(\.relativePath) == ["late.bin"])
   }
 
   @Test func anUploadAdmittedBeforeTheFinishEndsThereAndALaterOneIsHandedOver() async throws {
@@ -99,7 +99,15 @@ struct ListenerHandoverTests {
     defer { Task { await next.stop() } }
     #expect(try await lateClient.readReply().status == 201)
     #expect(next.stagedFiles() == ["late.bin": late])
-    #expect(await first.log.failed.isEmpty)
+    // The first session's events: the admitted upload finished there, and nothing failed.
+    let events = try await first.log.wait {
+      $0.contains { if case .uploadFinished = $0 { true } else { false } }
+    }
+    #expect(!events.contains { if case .uploadFailed = $0 { true } else { false } })
+    #expect(
+      !events.contains {
+        if case .uploadStarted(let upload) = $0 { upload.relativePath == "late.bin" } else { false }
+      })
   }
 
   @Test func aFailedStartLeavesTheHandoverForTheNextTry() async throws {
