@@ -18,6 +18,7 @@ struct KioskSwitchTests {
     var random = CrashTrialTests.Seeded(16)
     var sources: [String: URL] = [:]
     var statuses: [String: Int] = [:]
+    var slowest = Duration.zero
     let rounds = 20
     let perRound = 4
     for round in 0..<rounds {
@@ -32,13 +33,19 @@ struct KioskSwitchTests {
       // Quiet for about the quiet period, so the batch closes about when the next requests go
       // out; they go a few milliseconds apart, to land at different moments of the switch.
       try await Task.sleep(for: .milliseconds(Int.random(in: 150...330, using: &random)))
-      var uploads: [(String, UploadInFlight)] = []
+      var uploads: [(String, UploadInFlight, ContinuousClock.Instant)] = []
       for name in names {
-        uploads.append((name, try Uploader.start(sources[name]!, as: name, port: port)))
+        let sent = ContinuousClock.now
+        uploads.append((name, try Uploader.start(sources[name]!, as: name, port: port), sent))
         try await Task.sleep(for: .milliseconds(Int.random(in: 0...15, using: &random)))
       }
-      for (name, upload) in uploads { statuses[name] = try await Uploader.status(of: upload) }
+      for (name, upload, sent) in uploads {
+        statuses[name] = try await Uploader.status(of: upload)
+        slowest = max(slowest, ContinuousClock.now - sent)
+      }
     }
+    // How long a request met by a switch waits (the answers are read in order: an upper bound).
+    print("kiosk switch: slowest of \(rounds * perRound) uploads answered after \(slowest)")
     let total = rounds * perRound
     let unanswered = statuses.filter { $0.value != 201 }.keys.sorted()
     #expect(unanswered.isEmpty, "not answered 201: \(unanswered.map { "\($0) \(statuses[$0]!)" })")

@@ -129,6 +129,9 @@ struct KioskCommand {
           .notice("Can't move the batch into the outbox (kept in \(folder.path)): \(error)"))
       }
     }
+    // A stop that came after the last batch was handed over: close the socket now, so clients
+    // are refused rather than left waiting while the courier stops.
+    handover = nil
 
     await courier.stop()
     let waiting = await courier.waiting
