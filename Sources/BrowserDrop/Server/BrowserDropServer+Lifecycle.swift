@@ -71,7 +71,7 @@ extension BrowserDropServer {
     }
     guard case .starting = state else { throw await undo(.sessionEnded) }
     let listener: Listener
-    var waiting: [ParkedConnection] = []
+    var waiting: AdoptedConnections?
     do throws(BrowserDropError) {
       if let handover {
         try startReactor()
@@ -79,7 +79,7 @@ extension BrowserDropServer {
           throw .listenFailed("that listening socket was taken by another session already")
         }
         listener = contents.listener
-        waiting = contents.waiting
+        waiting = AdoptedConnections(contents.waiting)
       } else {
         listener = try openListener(port: configuration.port, fallback: true)
       }
@@ -149,7 +149,8 @@ extension BrowserDropServer {
   /// Runs the listener and its connections, with `waiting` ones handed over by an earlier
   /// session, on the event loop (see `Reactor`); the state becomes `.listening`.
   private func serve(
-    _ session: ServerState.Session, on listener: Listener, adopting waiting: [ParkedConnection] = []
+    _ session: ServerState.Session, on listener: Listener,
+    adopting waiting: AdoptedConnections? = nil
   ) {
     var session = session
     session.port = listener.port
@@ -176,6 +177,9 @@ extension BrowserDropServer {
     state = .ended(ServerState.Ended(port: previous.port, addresses: previous.addresses))
     switch previous {
     case .listening(let session, let listener), .finishing(let session, let listener):
+      // A handover under way ends with the session: what it kept is closed, and connections
+      // that would have parked are closed (its caller gets `sessionEnded`).
+      session.services.handover.discard()
       session.monitor.cancel()
       listener.cancel()
       await listener.value

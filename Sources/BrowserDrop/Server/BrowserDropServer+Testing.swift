@@ -14,4 +14,9 @@ extension BrowserDropServer {
   var isFinishing: Bool {
     if case .finishing = state { true } else { false }
   }
+
+  /// How many connections the session has parked so far while handing its listener over.
+  var parkedConnections: Int {
+    state.session?.services.handover.parkedCount ?? 0
+  }
 }

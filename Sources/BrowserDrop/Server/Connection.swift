@@ -9,33 +9,45 @@ struct Connection {
   /// What the peer sent an earlier session that handed this connection over (`ParkedConnection`),
   /// read again before the socket; empty for a connection accepted here.
   var received: [UInt8] = []
+  /// When the head must be complete: for a connection handed over, the deadline set when the
+  /// earlier session accepted it (a slow head gets one idle timeout in all, not one per
+  /// session); `nil` for a connection accepted here (one idle timeout from now).
+  var headDeadline: Deadline?
 
   private static let headBufferSize = 64 * 1024
 
   var idleTimeout: IdleTimeout { services.idleTimeout }
 
-  /// Serves the one request and closes the socket on every path before returning, so the
-  /// connection count the listener keeps never lags behind the descriptors actually open; or
-  /// parks it, unanswered, for the next session when this one hands its listener over.
+  /// Serves the one request and closes the socket on every path before returning, or parks it,
+  /// unanswered, for the next session when this one hands its listener over; either way the
+  /// socket is no longer this session's when `run` returns, so the connection count the
+  /// listener keeps (decremented as `run` returns) never lags behind the descriptors it holds.
   func run() async {
     let buffer = UnsafeMutableRawBufferPointer.allocate(
       byteCount: Self.headBufferSize, alignment: 16)
     defer { buffer.deallocate() }
     var filled = 0
     var headRead = false
+    let deadline = headDeadline ?? idleTimeout.fromNow
     do {
-      guard let (decision, headEnd) = try await readHead(into: buffer, filled: &filled) else {
+      guard
+        let (decision, headEnd) = try await readHead(
+          into: buffer, filled: &filled, deadline: deadline)
+      else {
         return socket.close()
       }
       headRead = true
       let bytes = UnsafeRawBufferPointer(rebasing: buffer[..<filled])
-      if try await respond(to: decision, received: bytes, headEnd: headEnd) { return }
+      if try await respond(to: decision, received: bytes, headEnd: headEnd, deadline: deadline) {
+        return
+      }
     } catch {
       // Timed out, cancelled or reset: close without a response. Cancelled while the head was
       // arriving because the session hands its listener over: the next session reads on.
       if !headRead, error is CancellationError,
         services.handover.park(
-          socket, received: UnsafeRawBufferPointer(rebasing: buffer[..<filled]))
+          socket, received: UnsafeRawBufferPointer(rebasing: buffer[..<filled]),
+          headDeadline: deadline)
       {
         return
       }
@@ -47,9 +59,8 @@ struct Connection {
   /// decision and where the head ends, `filled` telling how much of `buffer` holds bytes; `nil`
   /// when the peer closed first.
   private func readHead(
-    into buffer: UnsafeMutableRawBufferPointer, filled: inout Int
+    into buffer: UnsafeMutableRawBufferPointer, filled: inout Int, deadline: Deadline
   ) async throws -> (RequestPolicy.Decision, Int)? {
-    let deadline = idleTimeout.fromNow
     if !received.isEmpty {
       received.withUnsafeBytes { buffer.copyMemory(from: $0) }
       filled = received.count
@@ -82,9 +93,11 @@ struct Connection {
   }
 
   /// Answers the request whose head ends at `headEnd` of `received` (everything read so far).
-  /// Returns `true` when the connection was parked for the next session instead.
+  /// Returns `true` when the connection was parked for the next session instead, with
+  /// `deadline`, the one its head was read under.
   private func respond(
-    to decision: RequestPolicy.Decision, received: UnsafeRawBufferPointer, headEnd: Int
+    to decision: RequestPolicy.Decision, received: UnsafeRawBufferPointer, headEnd: Int,
+    deadline: Deadline
   ) async throws -> Bool {
     switch decision {
     case .servePage(let path):
@@ -94,7 +107,8 @@ struct Connection {
     case .refuse(let refusal):
       await refuse(refusal)
     case .admitUpload(let request):
-      return await receiveUpload(request, received: received, headEnd: headEnd)
+      return await receiveUpload(
+        request, received: received, headEnd: headEnd, headDeadline: deadline)
     }
     return false
   }
@@ -106,7 +120,8 @@ struct Connection {
 
   /// Receives an upload; returns `true` when the connection was parked for the next session.
   private func receiveUpload(
-    _ request: RequestPolicy.UploadRequest, received: UnsafeRawBufferPointer, headEnd: Int
+    _ request: RequestPolicy.UploadRequest, received: UnsafeRawBufferPointer, headEnd: Int,
+    headDeadline: Deadline
   ) async -> Bool {
     guard let server = services.server else { return false }
     if case .probe(let id) = request.resumable {
@@ -123,7 +138,13 @@ struct Connection {
       await refuse(Refusal(.insufficientStorage))
       return false
     case .handOver:
-      return services.handover.park(socket, received: received)
+      if services.handover.park(socket, received: received, headDeadline: headDeadline) {
+        return true
+      }
+      // The session ended some other way (`finish`, `cancel`) as it handed over: answered as
+      // any session that no longer admits uploads answers, rather than closed without a word.
+      await refuse(Refusal(.writeFailed, "The session is not accepting uploads."))
+      return false
     }
     let leftover = UnsafeRawBufferPointer(rebasing: received[headEnd...])
     let receiver = UploadReceiver(socket: socket, services: services, ticket: ticket)
