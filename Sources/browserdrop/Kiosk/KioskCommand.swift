@@ -70,25 +70,32 @@ struct KioskCommand {
 
     var port = options.port
     var first = true
-    // The previous session's listening socket, kept open for the next one.
-    var handover: ListenerHandover?
-    while !stopRequested.isSet {
+    // The next session, started on the closing one's listening socket as soon as it finished,
+    // before its batch moves into the outbox, so requests queued on the socket are not kept
+    // waiting for the move's fsyncs.
+    var next: LiveSession?
+    // A session started already is finished even when a stop came meanwhile: its batch, if
+    // anything arrived, goes into the outbox like any last batch.
+    while !stopRequested.isSet || next != nil {
       if !first {
         // The previous session and its index of received files are gone: give the memory they
         // held back, so a kiosk's footprint follows its largest batch, not its lifetime.
         _ = try? await BlockingIO.run { cbd_release_free_memory() }
       }
       let session: LiveSession
-      do {
-        session = try await LiveSession.start(
-          configuration: options.serverConfiguration(port: port), reporter: reporter,
-          handover: handover)
-        handover = nil
-      } catch {
-        if first { return fail(StartFailure.message(for: error, options: options)) }
-        reporter.report(.notice("Can't start the next session yet: \(error)"))
-        try? await Task.sleep(for: .seconds(2))
-        continue
+      if let started = next {
+        session = started
+        next = nil
+      } else {
+        do {
+          session = try await LiveSession.start(
+            configuration: options.serverConfiguration(port: port), reporter: reporter)
+        } catch {
+          if first { return fail(StartFailure.message(for: error, options: options)) }
+          reporter.report(.notice("Can't start the next session yet: \(error)"))
+          try? await Task.sleep(for: .seconds(2))
+          continue
+        }
       }
       if first {
         reporter.report(.listening(session.addresses))
@@ -107,12 +114,17 @@ struct KioskCommand {
         } else {
           let finished = try await session.finishHandingOverListener()
           folder = finished.folder
-          handover = finished.handover
+          if let handover = finished.handover {
+            next = await Self.startNext(
+              on: handover, options: options, port: port, reporter: reporter)
+          }
         }
       } catch {
         reporter.report(.notice("The session could not be closed: \(error)"))
         continue
       }
+      // The finished folder stays in the staging root until it moves: the next session only
+      // made a folder of its own there, and nothing removes leftovers while the kiosk runs.
       guard let folder else { continue }
       let files = await session.server.receivedFiles
       do {
@@ -129,15 +141,29 @@ struct KioskCommand {
           .notice("Can't move the batch into the outbox (kept in \(folder.path)): \(error)"))
       }
     }
-    // A stop that came after the last batch was handed over: close the socket now, so clients
-    // are refused rather than left waiting while the courier stops.
-    handover = nil
 
     await courier.stop()
     let waiting = await courier.waiting
     let message = Self.stoppedMessage(waiting: waiting)
     reporter.report(.stopped(message: message, staging: waiting == 0 ? nil : outbox.directory.path))
     return 0
+  }
+
+  /// Starts the next session on the listening socket the closing one handed over; `nil` when
+  /// it fails (reported), the handover then dropped, which closes the socket and the connections
+  /// waiting on it: clients are refused and the page tries again, rather than waiting on a
+  /// socket nobody serves while the loop opens a fresh one every two seconds.
+  private static func startNext(
+    on handover: ListenerHandover, options: CommandOptions, port: Int, reporter: any Reporter
+  ) async -> LiveSession? {
+    do {
+      return try await LiveSession.start(
+        configuration: options.serverConfiguration(port: port), reporter: reporter,
+        handover: handover)
+    } catch {
+      reporter.report(.notice("Can't start the next session yet: \(error)"))
+      return nil
+    }
   }
 
   /// Returns when the batch should close (files received, nothing in flight, quiet for the
