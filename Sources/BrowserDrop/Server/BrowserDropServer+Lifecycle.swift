@@ -9,8 +9,9 @@ extension BrowserDropServer {
   static let addressPollInterval = Duration.seconds(2)
 
   /// `start()`'s work, while the state is `.starting`: creates the staging folder, loads what
-  /// connections need, binds, and starts watching the addresses.
-  func bringUp() async throws(BrowserDropError) {
+  /// connections need, binds (or takes `handover`'s socket, as the last step, so a failed start
+  /// leaves it whole), and starts watching the addresses.
+  func bringUp(handover: ListenerHandover?) async throws(BrowserDropError) {
     // The blocking pool's threads, made here so that a process out of threads gets an error
     // rather than a crash or a stall later.
     do throws(SystemError) {
@@ -70,15 +71,25 @@ extension BrowserDropServer {
     }
     guard case .starting = state else { throw await undo(.sessionEnded) }
     let listener: Listener
+    var waiting: AdoptedConnections?
     do throws(BrowserDropError) {
-      listener = try openListener(port: configuration.port, fallback: true)
+      if let handover {
+        try startReactor()
+        guard let contents = handover.take() else {
+          throw .listenFailed("that listening socket was taken by another session already")
+        }
+        listener = contents.listener
+        waiting = AdoptedConnections(contents.waiting)
+      } else {
+        listener = try openListener(port: configuration.port, fallback: true)
+      }
     } catch {
       throw await undo(error)
     }
     let session = ServerState.Session(
       services: services, sessionFD: sessionFD, monitor: monitorAddresses(), port: listener.port,
       addresses: [], progressTask: nil)
-    serve(session, on: listener)
+    serve(session, on: listener, adopting: waiting)
   }
 
   /// Creates the resumable store when uploads are resumable, and reads what it holds when it
@@ -116,13 +127,7 @@ extension BrowserDropServer {
   }
 
   private func openListener(port: Int, fallback: Bool) throws(BrowserDropError) -> Listener {
-    // Started here rather than once per process: after `epoll_wait` failed, the loop is gone and
-    // `resume()` makes a new one. A process out of descriptors gets an error, not a crash.
-    do throws(SystemError) {
-      try Reactor.shared.start()
-    } catch {
-      throw .listenFailed(error.description)
-    }
+    try startReactor()
     do throws(ListenError) {
       return try Listener.open(address: configuration.bindAddress, port: port, fallback: fallback)
     } catch {
@@ -130,16 +135,30 @@ extension BrowserDropServer {
     }
   }
 
-  /// Runs the listener and its connections on the event loop (see `Reactor`); the state becomes
-  /// `.listening`.
-  private func serve(_ session: ServerState.Session, on listener: Listener) {
+  /// Starts the event loop when it is not running. Started here rather than once per process:
+  /// after `epoll_wait` failed, the loop is gone and `resume()` makes a new one. A process out of
+  /// descriptors gets an error, not a crash.
+  private func startReactor() throws(BrowserDropError) {
+    do throws(SystemError) {
+      try Reactor.shared.start()
+    } catch {
+      throw .listenFailed(error.description)
+    }
+  }
+
+  /// Runs the listener and its connections, with `waiting` ones handed over by an earlier
+  /// session, on the event loop (see `Reactor`); the state becomes `.listening`.
+  private func serve(
+    _ session: ServerState.Session, on listener: Listener,
+    adopting waiting: AdoptedConnections? = nil
+  ) {
     var session = session
     session.port = listener.port
     session.addresses = InterfaceAddresses.current(
       port: listener.port, bindAddress: configuration.bindAddress)
     let services = session.services
     let task = Task(executorPreference: Reactor.shared) { [weak self] in
-      let lost = await services.serve(listener)
+      let lost = await services.serve(listener, adopting: waiting)
       if lost { await self?.listenerLost() }
     }
     state = .listening(session, listener: task)
@@ -157,7 +176,10 @@ extension BrowserDropServer {
     let previous = state
     state = .ended(ServerState.Ended(port: previous.port, addresses: previous.addresses))
     switch previous {
-    case .listening(let session, let listener):
+    case .listening(let session, let listener), .finishing(let session, let listener):
+      // A handover under way ends with the session: what it kept is closed, and connections
+      // that would have parked are closed (its caller gets `sessionEnded`).
+      session.services.handover.discard()
       session.monitor.cancel()
       listener.cancel()
       await listener.value

@@ -8,3 +8,15 @@ extension BrowserDropServer {
     Reactor.shared.injectWaitFailure(code)
   }
 }
+
+extension BrowserDropServer {
+  /// Whether `finishHandingOverListener` is letting admitted uploads end (it admits none).
+  var isFinishing: Bool {
+    if case .finishing = state { true } else { false }
+  }
+
+  /// How many connections the session has parked so far while handing its listener over.
+  var parkedConnections: Int {
+    state.session?.services.handover.parkedCount ?? 0
+  }
+}

@@ -10,6 +10,9 @@ extension BrowserDropServer {
     case refused(Refusal)
     /// The free-space figure is too old to decide with: measure (`statvfs`) and ask again.
     case measureFreeSpace
+    /// The session is handing its listener over (`finishHandingOverListener`): park the
+    /// connection for the next session, which decides.
+    case handOver
   }
 
   /// Decides whether an upload may start: name conflicts, then free space (counting what uploads
@@ -26,7 +29,10 @@ extension BrowserDropServer {
     _ path: UploadPath, size: Int, freeBytes: Int?, alsoPending: Int = 0,
     continuing: UploadAdmission.Continuation? = nil
   ) -> Admission {
-    guard case .listening = state else {
+    switch state {
+    case .listening: break
+    case .finishing: return .handOver
+    case .idle, .starting, .suspended, .ended:
       return .refused(Refusal(.writeFailed, "The session is not accepting uploads."))
     }
     switch admission.admit(

@@ -44,6 +44,9 @@ public actor BrowserDropServer {
   /// The newest of the store's jobs on the blocking pool (`onStore`), and the ids whose files
   /// jobs not yet finished touch (how many jobs each).
   var storeWork: Task<Void, Never>?
+  /// `finishHandingOverListener`'s work while the state is `.finishing`: a second call, or
+  /// `finish()`, awaits it; `cancel()` cancels it.
+  var handingOver: Task<(folder: URL?, handover: ListenerHandover?), any Error>?
   var pendingStoreIDs: [UploadID: Int] = [:]
   /// Requests waiting for another request's hold on an upload to end (lock preemption).
   var holdWaiters: [UploadID: [CheckedContinuation<Void, Never>]] = [:]
@@ -118,19 +121,44 @@ public actor BrowserDropServer {
   /// Calling it again while listening returns the same addresses.
   @discardableResult
   public func start() async throws -> [Address] {
+    try await start(handover: nil)
+  }
+
+  /// Starts like ``start()``, but serves the listening socket an earlier session handed over
+  /// (``finishHandingOverListener(grace:)``) instead of opening one, with the connections that
+  /// session left unanswered: connections that arrived in between are served, none refused.
+  ///
+  /// The socket's port is used instead of `Configuration.port`; `bindAddress` must be the one
+  /// the earlier session was configured with, since it still decides which interface addresses
+  /// ``addresses`` lists, and ``resume()`` (after ``suspend()`` or a lost listener) opens a new
+  /// socket on that address and the handed-over port. When the start fails, the handover is
+  /// left as it was, to be given to another start (or dropped, which closes it); when this
+  /// session was started already, it is left too.
+  ///
+  /// ```swift
+  /// let (folder, handover) = try await server.finishHandingOverListener()
+  /// let next = BrowserDropServer(configuration: configuration)
+  /// if let handover { try await next.start(on: handover) } else { try await next.start() }
+  /// ```
+  @discardableResult
+  public func start(on handover: ListenerHandover) async throws -> [Address] {
+    try await start(handover: handover)
+  }
+
+  private func start(handover: ListenerHandover?) async throws -> [Address] {
     switch state {
     case .listening: return state.addresses
     case .suspended:
       try await resume()
       return state.addresses
-    case .ended: throw BrowserDropError.sessionEnded
+    case .finishing, .ended: throw BrowserDropError.sessionEnded
     case .starting(let starting):
       // Another call is starting the session: its outcome is this one's.
       try await starting.value
       return state.addresses
     case .idle: break
     }
-    let starting = Task { try await self.bringUp() }
+    let starting = Task { try await self.bringUp(handover: handover) }
     state = .starting(starting)
     do {
       try await starting.value
@@ -144,6 +172,8 @@ public actor BrowserDropServer {
 
   /// Stops listening and ends every connection; files that arrived are kept. Uploads in flight
   /// fail with `.cancelled` (the bundled page retries them after `resume()`).
+  ///
+  /// While ``finishHandingOverListener(grace:)`` ends the session, it does nothing.
   public func suspend() async {
     guard case .listening(let live, let listener) = state else { return }
     state = .suspended(live)
@@ -161,7 +191,7 @@ public actor BrowserDropServer {
     var live: ServerState.Session
     switch state {
     case .listening: return
-    case .ended: throw BrowserDropError.sessionEnded
+    case .finishing, .ended: throw BrowserDropError.sessionEnded
     case .idle, .starting:
       try await start()
       return
@@ -187,7 +217,7 @@ public actor BrowserDropServer {
       switch state {
       case .suspended(let suspended): live = suspended
       case .listening: return
-      case .ended, .idle, .starting: throw BrowserDropError.sessionEnded
+      case .finishing, .ended, .idle, .starting: throw BrowserDropError.sessionEnded
       }
     }
   }
@@ -199,6 +229,18 @@ public actor BrowserDropServer {
   /// Ends the session and hands over its folder, or returns `nil` (and removes the folder) when
   /// nothing arrived. The folder is the caller's from then on: the server never touches it again.
   public func finish() async throws -> URL? {
+    switch state {
+    case .ended: throw BrowserDropError.sessionEnded
+    case .finishing:
+      // `finishHandingOverListener` is ending it: its folder is this call's too.
+      if let handingOver { return try await handingOver.value.folder }
+    case .idle, .starting, .listening, .suspended: break
+    }
+    return try await finishEnding()
+  }
+
+  /// `finish()`'s work.
+  private func finishEnding() async throws -> URL? {
     if case .ended = state { throw BrowserDropError.sessionEnded }
     await end()
     await storeSettled()
@@ -211,9 +253,74 @@ public actor BrowserDropServer {
     return empty ? nil : staging.session
   }
 
+  /// Ends the session like ``finish()``, but keeps its listening socket open and returns it for
+  /// the next session (``start(on:)``), so that the port is never closed in between.
+  ///
+  /// It stops admitting uploads and accepting connections at once: new connections wait in the
+  /// kernel's queue (bounded by the listen backlog) for the next session. Uploads admitted
+  /// already go on for up to `grace` and end in this session's folder. A connection this
+  /// session accepted but had not answered (its head still arriving, or an upload that arrived
+  /// after admission closed) is handed over with what it sent, so at most
+  /// `maximumConnections` are. Page requests it accepted are served meanwhile.
+  ///
+  /// Still cut, as by ``finish()``: uploads and page responses still running when the grace
+  /// ends (the upload fails with `.cancelled`; the bundled page resumes or sends it again), and
+  /// everything when the session ends some other way meanwhile (``cancel()``, or a lost
+  /// listener).
+  ///
+  /// The handover is `nil` when the session was not listening (suspended, or its listener
+  /// lost); the next session then opens a socket of its own with ``start()``. Called again
+  /// while it runs, or ``finish()`` called meanwhile, waits for it and returns the same folder
+  /// (and the same handover, which only one session can take); ``cancel()`` meanwhile ends it
+  /// at once, and it throws `BrowserDropError.sessionEnded`. ``suspend()`` meanwhile does
+  /// nothing: the session is ending.
+  public func finishHandingOverListener(
+    grace: Duration = .seconds(5)
+  ) async throws -> (folder: URL?, handover: ListenerHandover?) {
+    if case .finishing = state, let handingOver { return try await handingOver.value }
+    guard case .listening(let session, let listener) = state else {
+      return (try await finish(), nil)
+    }
+    state = .finishing(session, listener: listener)
+    let work = Task { try await handOver(session, listener: listener, grace: grace) }
+    handingOver = work
+    defer { handingOver = nil }
+    return try await withTaskCancellationHandler {
+      try await work.value
+    } onCancel: {
+      work.cancel()
+    }
+  }
+
+  /// `finishHandingOverListener`'s work, in the `.finishing` state.
+  private func handOver(
+    _ session: ServerState.Session, listener: Task<Void, Never>, grace: Duration
+  ) async throws -> (folder: URL?, handover: ListenerHandover?) {
+    let collector = session.services.handover
+    collector.begin()
+    // Admission is closed (`admit` answers `.handOver`), so the count only falls. Polled: it is
+    // above zero only when an upload began as the host decided to finish, which is rare.
+    let deadline = clock.now + grace
+    while admission.hasInFlight, clock.now < deadline, case .finishing = state {
+      do { try await clock.sleep(for: Self.drainPoll) } catch { break }
+    }
+    // The connections end: unanswered ones park themselves, and the listener is kept.
+    listener.cancel()
+    await listener.value
+    // `cancel` may have ended the session meanwhile (it discarded what was kept).
+    guard case .finishing = state else { throw BrowserDropError.sessionEnded }
+    let handover = collector.end()
+    return (try await finishEnding(), handover)
+  }
+
+  /// How often `finishHandingOverListener` looks whether the admitted uploads have ended.
+  private static let drainPoll = Duration.milliseconds(10)
+
   /// Ends the session and deletes everything that arrived.
   public func cancel() async {
     if case .ended = state { return }
+    // A `finishHandingOverListener` under way stops waiting (its caller gets `sessionEnded`).
+    handingOver?.cancel()
     await end()
     await storeSettled()
     let staging = self.staging

@@ -6,55 +6,99 @@ import FoundationEssentials
 struct Connection {
   let socket: Socket
   let services: SessionServices
+  /// What the peer sent an earlier session that handed this connection over (`ParkedConnection`),
+  /// read again before the socket; empty for a connection accepted here.
+  var received: [UInt8] = []
+  /// When the head must be complete: for a connection handed over, the deadline set when the
+  /// earlier session accepted it (a slow head gets one idle timeout in all, not one per
+  /// session); `nil` for a connection accepted here (one idle timeout from now).
+  var headDeadline: Deadline?
 
   private static let headBufferSize = 64 * 1024
 
   var idleTimeout: IdleTimeout { services.idleTimeout }
 
-  /// Serves the one request and closes the socket on every path before returning, so the
-  /// connection count the listener keeps never lags behind the descriptors actually open.
+  /// Serves the one request and closes the socket on every path before returning, or parks it,
+  /// unanswered, for the next session when this one hands its listener over; either way the
+  /// socket is no longer this session's when `run` returns, so the connection count the
+  /// listener keeps (decremented as `run` returns) never lags behind the descriptors it holds.
   func run() async {
-    defer { socket.close() }
     let buffer = UnsafeMutableRawBufferPointer.allocate(
       byteCount: Self.headBufferSize, alignment: 16)
     defer { buffer.deallocate() }
+    var filled = 0
+    var headRead = false
+    let deadline = headDeadline ?? idleTimeout.fromNow
     do {
-      guard let (decision, headEnd, filled) = try await readHead(into: buffer) else { return }
-      let leftover = UnsafeRawBufferPointer(rebasing: buffer[headEnd..<filled])
-      try await respond(to: decision, leftover: leftover)
+      guard
+        let (decision, headEnd) = try await readHead(
+          into: buffer, filled: &filled, deadline: deadline)
+      else {
+        return socket.close()
+      }
+      headRead = true
+      let bytes = UnsafeRawBufferPointer(rebasing: buffer[..<filled])
+      if try await respond(to: decision, received: bytes, headEnd: headEnd, deadline: deadline) {
+        return
+      }
     } catch {
-      // Timed out, cancelled or reset: close without a response.
+      // Timed out, cancelled or reset: close without a response. Cancelled while the head was
+      // arriving because the session hands its listener over: the next session reads on.
+      if !headRead, error is CancellationError,
+        services.handover.park(
+          socket, received: UnsafeRawBufferPointer(rebasing: buffer[..<filled]),
+          headDeadline: deadline)
+      {
+        return
+      }
     }
+    socket.close()
   }
 
   /// Reads until the blank line ending the head and decides what to do with it. Returns the
-  /// decision, where the head ends and how much of `buffer` is filled; `nil` when the peer
-  /// closed first.
+  /// decision and where the head ends, `filled` telling how much of `buffer` holds bytes; `nil`
+  /// when the peer closed first.
   private func readHead(
-    into buffer: UnsafeMutableRawBufferPointer
-  ) async throws -> (RequestPolicy.Decision, Int, Int)? {
-    let deadline = idleTimeout.fromNow
-    var filled = 0
+    into buffer: UnsafeMutableRawBufferPointer, filled: inout Int, deadline: Deadline
+  ) async throws -> (RequestPolicy.Decision, Int)? {
+    if !received.isEmpty {
+      received.withUnsafeBytes { buffer.copyMemory(from: $0) }
+      filled = received.count
+      if let decided = decide(buffer, filled: filled, scanFrom: 0) { return decided }
+    }
     while true {
       let count = try await socket.read(
         into: UnsafeMutableRawBufferPointer(rebasing: buffer[filled...]), deadline: deadline)
       if count == 0 { return nil }
       let scanFrom = max(0, filled - 3)
       filled += count
-      let bytes = UnsafeRawBufferPointer(rebasing: buffer[..<filled])
-      if let end = RequestHead.end(in: bytes, scanFrom: scanFrom) {
-        let head = UnsafeRawBufferPointer(rebasing: buffer[..<end])
-        return (services.requestPolicy.decide(head: head), end, filled)
-      }
-      if filled > RequestHead.maximumSize {
-        return (.refuse(RequestPolicy.refusal(forUnfinishedHead: bytes)), filled, filled)
-      }
+      if let decided = decide(buffer, filled: filled, scanFrom: scanFrom) { return decided }
     }
   }
 
+  /// The decision on the head in the first `filled` bytes of `buffer`, and where it ends; `nil`
+  /// while it is unfinished and may still grow.
+  private func decide(
+    _ buffer: UnsafeMutableRawBufferPointer, filled: Int, scanFrom: Int
+  ) -> (RequestPolicy.Decision, Int)? {
+    let bytes = UnsafeRawBufferPointer(rebasing: buffer[..<filled])
+    if let end = RequestHead.end(in: bytes, scanFrom: scanFrom) {
+      let head = UnsafeRawBufferPointer(rebasing: buffer[..<end])
+      return (services.requestPolicy.decide(head: head), end)
+    }
+    if filled > RequestHead.maximumSize {
+      return (.refuse(RequestPolicy.refusal(forUnfinishedHead: bytes)), filled)
+    }
+    return nil
+  }
+
+  /// Answers the request whose head ends at `headEnd` of `received` (everything read so far).
+  /// Returns `true` when the connection was parked for the next session instead, with
+  /// `deadline`, the one its head was read under.
   private func respond(
-    to decision: RequestPolicy.Decision, leftover: UnsafeRawBufferPointer
-  ) async throws {
+    to decision: RequestPolicy.Decision, received: UnsafeRawBufferPointer, headEnd: Int,
+    deadline: Deadline
+  ) async throws -> Bool {
     switch decision {
     case .servePage(let path):
       try await serve(await services.page.response(for: path))
@@ -63,8 +107,10 @@ struct Connection {
     case .refuse(let refusal):
       await refuse(refusal)
     case .admitUpload(let request):
-      await receiveUpload(request, leftover: leftover)
+      return await receiveUpload(
+        request, received: received, headEnd: headEnd, headDeadline: deadline)
     }
+    return false
   }
 
   private func serve(_ response: [UInt8]) async throws {
@@ -72,19 +118,35 @@ struct Connection {
     await closeGracefully()
   }
 
+  /// Receives an upload; returns `true` when the connection was parked for the next session.
   private func receiveUpload(
-    _ request: RequestPolicy.UploadRequest, leftover: UnsafeRawBufferPointer
-  ) async {
-    guard let server = services.server else { return }
+    _ request: RequestPolicy.UploadRequest, received: UnsafeRawBufferPointer, headEnd: Int,
+    headDeadline: Deadline
+  ) async -> Bool {
+    guard let server = services.server else { return false }
     if case .probe(let id) = request.resumable {
-      return await answerStanding(of: id, path: request.path, server: server)
+      await answerStanding(of: id, path: request.path, server: server)
+      return false
     }
     let ticket: UploadTicket
     switch await admit(request, server: server) {
     case .accepted(let accepted): ticket = accepted
-    case .refused(let refusal): return await refuse(refusal)
-    case .measureFreeSpace: return await refuse(Refusal(.insufficientStorage))
+    case .refused(let refusal):
+      await refuse(refusal)
+      return false
+    case .measureFreeSpace:
+      await refuse(Refusal(.insufficientStorage))
+      return false
+    case .handOver:
+      if services.handover.park(socket, received: received, headDeadline: headDeadline) {
+        return true
+      }
+      // The session ended some other way (`finish`, `cancel`) as it handed over: answered as
+      // any session that no longer admits uploads answers, rather than closed without a word.
+      await refuse(Refusal(.writeFailed, "The session is not accepting uploads."))
+      return false
     }
+    let leftover = UnsafeRawBufferPointer(rebasing: received[headEnd...])
     let receiver = UploadReceiver(socket: socket, services: services, ticket: ticket)
     switch await receiver.receive(expectsContinue: request.expectsContinue, leftover: leftover) {
     case .success(let response):
@@ -94,13 +156,14 @@ struct Connection {
       await server.pause(ticket, keptBytes: failure.keptOffset ?? 0)
     case .failure(let failure):
       await server.abandon(ticket, reason: failure.reason)
-      guard let refusal = failure.refusal else { return }
+      guard let refusal = failure.refusal else { return false }
       if failure.unreadBody > 0 {
         await refuse(refusal, thenDiscard: failure.unreadBody)
       } else {
         await refuse(refusal)
       }
     }
+    return false
   }
 
   /// Asks the server to admit the upload; measures the free space (off the cooperative pool)

@@ -30,6 +30,9 @@ enum ServerState {
   case starting(Task<Void, any Error>)
   /// Accepting connections: `listener` runs them all (`SessionServices.serve`).
   case listening(Session, listener: Task<Void, Never>)
+  /// `finishHandingOverListener` is ending the session: uploads admitted already may end,
+  /// others are parked for the next session (`HandoverCollector`), nothing new is admitted.
+  case finishing(Session, listener: Task<Void, Never>)
   /// Not listening (after `suspend()` or a lost listener); files and uploads' names are kept.
   case suspended(Session)
   /// Finished or cancelled.
@@ -37,14 +40,15 @@ enum ServerState {
 
   var session: Session? {
     switch self {
-    case .listening(let session, _), .suspended(let session): session
+    case .listening(let session, _), .finishing(let session, _), .suspended(let session): session
     case .idle, .starting, .ended: nil
     }
   }
 
   var addresses: [Address] {
     switch self {
-    case .listening(let session, _), .suspended(let session): session.addresses
+    case .listening(let session, _), .finishing(let session, _), .suspended(let session):
+      session.addresses
     case .ended(let ended): ended.addresses
     case .idle, .starting: []
     }
@@ -52,18 +56,23 @@ enum ServerState {
 
   var port: Int? {
     switch self {
-    case .listening(let session, _), .suspended(let session): session.port
+    case .listening(let session, _), .finishing(let session, _), .suspended(let session):
+      session.port
     case .ended(let ended): ended.port
     case .idle, .starting: nil
     }
   }
 
-  /// Changes the session in place, listening or suspended; does nothing in other states.
+  /// Changes the session in place, listening, finishing or suspended; does nothing in other
+  /// states.
   mutating func updateSession(_ change: (inout Session) -> Void) {
     switch self {
     case .listening(var session, let listener):
       change(&session)
       self = .listening(session, listener: listener)
+    case .finishing(var session, let listener):
+      change(&session)
+      self = .finishing(session, listener: listener)
     case .suspended(var session):
       change(&session)
       self = .suspended(session)
@@ -74,7 +83,7 @@ enum ServerState {
   /// Cancels every task the state holds (the server is going away).
   func cancelTasks() {
     switch self {
-    case .listening(let session, let listener):
+    case .listening(let session, let listener), .finishing(let session, let listener):
       listener.cancel()
       session.monitor.cancel()
       session.progressTask?.cancel()

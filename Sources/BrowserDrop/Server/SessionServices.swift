@@ -20,6 +20,8 @@ final class SessionServices: Sendable {
   let folderSync = FolderSync()
   /// How long a connection may be silent, on the server's clock.
   let idleTimeout: IdleTimeout
+  /// What the session hands the next one when it ends with `finishHandingOverListener`.
+  let handover = HandoverCollector()
   private let activeConnections = Atomic(0)
 
   private init(
@@ -67,18 +69,38 @@ final class SessionServices: Sendable {
     }
   }
 
-  /// Accepts connections until cancelled; each is a child task, so cancelling this ends them
-  /// all before it returns. Returns `true` when the listener was lost rather than cancelled.
-  func serve(_ listener: Listener) async -> Bool {
-    defer { listener.close() }
-    return await withDiscardingTaskGroup { group in
-      while !Task.isCancelled {
+  /// Serves the connections an earlier session handed over (`adopting`, taken once) and
+  /// accepts connections until cancelled, or until the session begins handing its listener
+  /// over (`HandoverCollector.begin`): from then on arrivals wait in the kernel's queue for the
+  /// next session. Each connection is a child task, so cancelling this ends them all before it
+  /// returns. Returns `true` when the listener was lost rather than cancelled. The listener is
+  /// closed then, unless the session is handing it over (`HandoverCollector`).
+  func serve(_ listener: Listener, adopting: AdoptedConnections? = nil) async -> Bool {
+    let lost = await withDiscardingTaskGroup { group in
+      // Taken out of the box: each child holds its own connection, and nothing holds them all
+      // for the session's life.
+      for connection in adopting?.take() ?? [] {
+        // Accepted already, by the earlier session (which kept them within its limit): served
+        // whatever this session's count.
+        activeConnections.add(1, ordering: .relaxed)
+        group.addTask {
+          await Connection(
+            socket: connection.socket, services: self, received: connection.received,
+            headDeadline: connection.headDeadline
+          ).run()
+          self.activeConnections.subtract(1, ordering: .relaxed)
+        }
+      }
+      while !Task.isCancelled, handover.accepting(on: listener.socket.fd) {
         do {
           try await listener.waitForConnection()
         } catch {
+          // Woken by `HandoverCollector.begin`: not lost, and nothing more is accepted.
+          if handover.stopsAccepting { return false }
           return !Task.isCancelled
         }
-        while true {
+        // Checked before every accept: once the session hands over, nothing more is accepted.
+        while !handover.stopsAccepting {
           let fd: Int32?
           do throws(SystemError) {
             fd = try listener.acceptNow()
@@ -108,6 +130,27 @@ final class SessionServices: Sendable {
         }
       }
       return false
+    }
+    if lost || !handover.keep(listener) { listener.close() }
+    return lost
+  }
+}
+
+/// The connections an earlier session handed over, given to the task that serves the next
+/// session's listener and taken out once, so that the task does not keep them (and what they
+/// had sent) for the session's life.
+final class AdoptedConnections: Sendable {
+  private let connections: Mutex<[ParkedConnection]>
+
+  init(_ connections: [ParkedConnection]) {
+    self.connections = Mutex(connections)
+  }
+
+  /// The connections, once; empty afterwards.
+  func take() -> [ParkedConnection] {
+    connections.withLock { connections in
+      defer { connections = [] }
+      return connections
     }
   }
 }

@@ -52,6 +52,9 @@ struct UploadAdmission {
   /// Whether an upload of that id is in flight.
   func isInFlight(_ id: UInt64) -> Bool { inFlight[id] != nil }
 
+  /// Whether any upload is in flight.
+  var hasInFlight: Bool { !inFlight.isEmpty }
+
   /// Decides whether an upload of `size` bytes may start as `path`, `conflict` being what the
   /// session's index says of the name.
   ///

@@ -7,7 +7,8 @@ import Synchronization
 
 /// `--kiosk`: serve all day in batches. A batch closes after the quiet period with nothing in
 /// flight, moves into the outbox and is forwarded while a new session starts at once on the
-/// same port, so open pages carry on.
+/// same listening socket, handed from the closing session to the next, so open pages carry on
+/// and a request that arrives in between waits for the next session rather than failing.
 struct KioskCommand {
   let options: CommandOptions
   let reporter: any Reporter
@@ -69,21 +70,32 @@ struct KioskCommand {
 
     var port = options.port
     var first = true
-    while !stopRequested.isSet {
+    // The next session, started on the closing one's listening socket as soon as it finished,
+    // before its batch moves into the outbox, so requests queued on the socket are not kept
+    // waiting for the move's fsyncs.
+    var next: LiveSession?
+    // A session started already is finished even when a stop came meanwhile: its batch, if
+    // anything arrived, goes into the outbox like any last batch.
+    while !stopRequested.isSet || next != nil {
       if !first {
         // The previous session and its index of received files are gone: give the memory they
         // held back, so a kiosk's footprint follows its largest batch, not its lifetime.
         _ = try? await BlockingIO.run { cbd_release_free_memory() }
       }
       let session: LiveSession
-      do {
-        session = try await LiveSession.start(
-          configuration: options.serverConfiguration(port: port), reporter: reporter)
-      } catch {
-        if first { return fail(StartFailure.message(for: error, options: options)) }
-        reporter.report(.notice("Can't start the next session yet: \(error)"))
-        try? await Task.sleep(for: .seconds(2))
-        continue
+      if let started = next {
+        session = started
+        next = nil
+      } else {
+        do {
+          session = try await LiveSession.start(
+            configuration: options.serverConfiguration(port: port), reporter: reporter)
+        } catch {
+          if first { return fail(StartFailure.message(for: error, options: options)) }
+          reporter.report(.notice("Can't start the next session yet: \(error)"))
+          try? await Task.sleep(for: .seconds(2))
+          continue
+        }
       }
       if first {
         reporter.report(.listening(session.addresses))
@@ -97,11 +109,22 @@ struct KioskCommand {
 
       let folder: URL?
       do {
-        folder = try await session.finish()
+        if stopRequested.isSet {
+          folder = try await session.finish()
+        } else {
+          let finished = try await session.finishHandingOverListener()
+          folder = finished.folder
+          if let handover = finished.handover {
+            next = await Self.startNext(
+              on: handover, options: options, port: port, reporter: reporter)
+          }
+        }
       } catch {
         reporter.report(.notice("The session could not be closed: \(error)"))
         continue
       }
+      // The finished folder stays in the staging root until it moves: the next session only
+      // made a folder of its own there, and nothing removes leftovers while the kiosk runs.
       guard let folder else { continue }
       let files = await session.server.receivedFiles
       do {
@@ -124,6 +147,23 @@ struct KioskCommand {
     let message = Self.stoppedMessage(waiting: waiting)
     reporter.report(.stopped(message: message, staging: waiting == 0 ? nil : outbox.directory.path))
     return 0
+  }
+
+  /// Starts the next session on the listening socket the closing one handed over; `nil` when
+  /// it fails (reported), the handover then dropped, which closes the socket and the connections
+  /// waiting on it: clients are refused and the page tries again, rather than waiting on a
+  /// socket nobody serves while the loop opens a fresh one every two seconds.
+  private static func startNext(
+    on handover: ListenerHandover, options: CommandOptions, port: Int, reporter: any Reporter
+  ) async -> LiveSession? {
+    do {
+      return try await LiveSession.start(
+        configuration: options.serverConfiguration(port: port), reporter: reporter,
+        handover: handover)
+    } catch {
+      reporter.report(.notice("Can't start the next session yet: \(error)"))
+      return nil
+    }
   }
 
   /// Returns when the batch should close (files received, nothing in flight, quiet for the

@@ -23,12 +23,19 @@ final class LiveSession: Sendable {
     self.pumps = pumps
   }
 
-  /// Starts a server with `configuration` and follows it.
+  /// Starts a server with `configuration` and follows it; on `handover`'s listening socket
+  /// when given (the kiosk's previous batch), which is left as it was when the start fails.
   static func start(
-    configuration: BrowserDropServer.Configuration, reporter: any Reporter
+    configuration: BrowserDropServer.Configuration, reporter: any Reporter,
+    handover: ListenerHandover? = nil
   ) async throws -> LiveSession {
     let server = BrowserDropServer(configuration: configuration)
-    let addresses = try await server.start()
+    let addresses =
+      if let handover {
+        try await server.start(on: handover)
+      } else {
+        try await server.start()
+      }
     let activity = SessionActivity()
     // On the server's event loop: an event is reported in the same turn as the upload that
     // caused it, with no thread woken for it. Reporters only format and queue their text
@@ -79,6 +86,15 @@ final class LiveSession: Sendable {
     let folder = try await server.finish()
     await pumps.value
     return folder
+  }
+
+  /// Ends the session like `finish()`, keeping its listening socket open for the next session
+  /// (`BrowserDropServer.finishHandingOverListener`): uploads admitted already end here, and
+  /// connections not yet answered wait for the next session rather than being cut.
+  func finishHandingOverListener() async throws -> (folder: URL?, handover: ListenerHandover?) {
+    let finished = try await server.finishHandingOverListener()
+    await pumps.value
+    return finished
   }
 
   /// Listens again after the listener was lost, trying every two seconds.

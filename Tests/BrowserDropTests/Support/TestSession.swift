@@ -86,9 +86,11 @@ struct TestSession {
   let root: URL
 
   /// `pageBundle` replaces the page embedded from `Page/` (an empty one: a build without it).
+  /// With `handover`, the server serves the socket an earlier session handed over.
   static func start(
     pageBundle: [String: [UInt8]] = PageSource.bundledFiles,
     clock: any SessionClock = SystemSessionClock(),
+    on handover: ListenerHandover? = nil,
     _ configure: (inout BrowserDropServer.Configuration) -> Void = { _ in }
   ) async throws -> TestSession {
     let root = FileManager.default.temporaryDirectory.appending(
@@ -102,7 +104,8 @@ struct TestSession {
     let server = BrowserDropServer(
       configuration: configuration, pageBundle: pageBundle, clock: clock)
     let log = EventLog(server.events)
-    let addresses = try await server.start()
+    let addresses =
+      if let handover { try await server.start(on: handover) } else { try await server.start() }
     return TestSession(server: server, port: addresses[0].port, log: log, root: root)
   }
 
