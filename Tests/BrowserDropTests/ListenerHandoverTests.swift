@@ -215,6 +215,8 @@ struct ListenerHandoverTests {
     try await Self.waitUntil { await first.server.isFinishing }
     let finishAgain = Task { try await first.server.finish() }
     let handOverAgain = Task { try await first.server.finishHandingOverListener() }
+    // Both calls wait for the first before the upload (and with it the grace) ends.
+    try await Self.waitUntil { await first.server.callsWaitingForHandover == 2 }
     try await earlyClient.send(early.dropFirst(1000))
     #expect(try await earlyClient.readReply().status == 201)
 

@@ -51,14 +51,18 @@ final class ManualClock: SessionClock {
       try await withCheckedThrowingContinuation { continuation in
         // Continuations are resumed outside the lock: the event loop reads `now` under its own
         // lock, and a resumed task may be queued on the loop.
-        let (resumeNow, ready) = state.withLock {
-          state -> (Bool, [CheckedContinuation<Void, Never>]) in
+        // A cancellation that came before the sleeper was registered found nothing to end: it
+        // is checked here, after registering, under the same lock as `onCancel` takes.
+        let (resumeNow, cancelled, ready) = state.withLock {
+          state -> (Bool, Bool, [CheckedContinuation<Void, Never>]) in
           let deadline = state.now + duration
-          guard deadline > state.now else { return (true, []) }
+          guard deadline > state.now else { return (true, false, []) }
+          if Task.isCancelled { return (false, true, []) }
           state.sleepers[id] = Sleeper(deadline: deadline, continuation: continuation)
-          return (false, state.takeMetWatchers())
+          return (false, false, state.takeMetWatchers())
         }
         for watcher in ready { watcher.resume() }
+        if cancelled { continuation.resume(throwing: CancellationError()) }
         if resumeNow { continuation.resume() }
       }
     } onCancel: {

@@ -47,6 +47,9 @@ public actor BrowserDropServer {
   /// `finishHandingOverListener`'s work while the state is `.finishing`: a second call, or
   /// `finish()`, awaits it; `cancel()` cancels it.
   var handingOver: Task<(folder: URL?, handover: ListenerHandover?), any Error>?
+  /// How many `finish()` or `finishHandingOverListener` calls wait for `handingOver` (tests
+  /// wait for them to be waiting).
+  var callsWaitingForHandover = 0
   var pendingStoreIDs: [UploadID: Int] = [:]
   /// Requests waiting for another request's hold on an upload to end (lock preemption).
   var holdWaiters: [UploadID: [CheckedContinuation<Void, Never>]] = [:]
@@ -233,7 +236,11 @@ public actor BrowserDropServer {
     case .ended: throw BrowserDropError.sessionEnded
     case .finishing:
       // `finishHandingOverListener` is ending it: its folder is this call's too.
-      if let handingOver { return try await handingOver.value.folder }
+      if let handingOver {
+        callsWaitingForHandover += 1
+        defer { callsWaitingForHandover -= 1 }
+        return try await handingOver.value.folder
+      }
     case .idle, .starting, .listening, .suspended: break
     }
     return try await finishEnding()
@@ -261,7 +268,9 @@ public actor BrowserDropServer {
   /// already go on for up to `grace` and end in this session's folder. A connection this
   /// session accepted but had not answered (its head still arriving, or an upload that arrived
   /// after admission closed) is handed over with what it sent, so at most
-  /// `maximumConnections` are. Page requests it accepted are served meanwhile.
+  /// `maximumConnections` are. A page response being written when the listener task is ended
+  /// (at once when nothing is admitted, else when the grace ends) is cut; the browser asks
+  /// again and the next session answers.
   ///
   /// Still cut, as by ``finish()``: uploads and page responses still running when the grace
   /// ends (the upload fails with `.cancelled`; the bundled page resumes or sends it again), and
@@ -277,11 +286,19 @@ public actor BrowserDropServer {
   public func finishHandingOverListener(
     grace: Duration = .seconds(5)
   ) async throws -> (folder: URL?, handover: ListenerHandover?) {
-    if case .finishing = state, let handingOver { return try await handingOver.value }
+    if case .finishing = state, let handingOver {
+      callsWaitingForHandover += 1
+      defer { callsWaitingForHandover -= 1 }
+      return try await handingOver.value
+    }
     guard case .listening(let session, let listener) = state else {
       return (try await finish(), nil)
     }
     state = .finishing(session, listener: listener)
+    // In the same step as the state change: an admission answered `.handOver` from now on
+    // finds the collector parking, and a `cancel()` that runs before the work below finds
+    // something to discard.
+    session.services.handover.begin()
     let work = Task { try await handOver(session, listener: listener, grace: grace) }
     handingOver = work
     defer { handingOver = nil }
@@ -297,7 +314,6 @@ public actor BrowserDropServer {
     _ session: ServerState.Session, listener: Task<Void, Never>, grace: Duration
   ) async throws -> (folder: URL?, handover: ListenerHandover?) {
     let collector = session.services.handover
-    collector.begin()
     // Admission is closed (`admit` answers `.handOver`), so the count only falls. Polled: it is
     // above zero only when an upload began as the host decided to finish, which is rare.
     let deadline = clock.now + grace

@@ -20,6 +20,8 @@ final class HandoverCollector: Sendable {
   private struct State {
     /// `begin()` was called: the accept loop accepts nothing more.
     var begun = false
+    /// `discard()` was called: nothing is kept any more, whatever comes after.
+    var discarded = false
     /// Between `begin()` and `end()` or `discard()`: the listener and parked connections are
     /// kept.
     var collecting = false
@@ -40,20 +42,28 @@ final class HandoverCollector: Sendable {
     }
   }
 
-  /// Whether the accept loop must stop: checked before every `accept`, so no connection is
-  /// accepted once `begin()` has returned.
+  /// Whether the accept loop must stop: checked before every `accept`. An `accept` already
+  /// past the check when `begin()` runs may still take one connection, which is then parked or
+  /// served like any other (within `maximumConnections`).
   var stopsAccepting: Bool { state.withLock { $0.begun } }
+
+  /// The accept loop stopped waiting on its descriptor (the listener is being closed or kept):
+  /// `begin()` must not deregister that number, which the system may give to another socket.
+  func stoppedAccepting() {
+    state.withLock { $0.acceptingFD = nil }
+  }
 
   /// From now on nothing is accepted, and the listener and unanswered connections are kept.
   /// Wakes the accept loop if it is waiting for a connection.
   func begin() {
-    let fd = state.withLock { state in
+    state.withLock { state in
       state.begun = true
-      state.collecting = true
-      return state.acceptingFD
+      state.collecting = !state.discarded
+      // The waiting accept loop gets `CancellationError`, sees `stopsAccepting` and returns.
+      // Under the lock, so the loop can't close the descriptor (and the system give its number
+      // to another socket) in between: it clears `acceptingFD` under this lock first.
+      if let fd = state.acceptingFD { Reactor.shared.deregister(fd) }
     }
-    // The waiting accept loop gets `CancellationError`, sees `stopsAccepting` and returns.
-    if let fd { Reactor.shared.deregister(fd) }
   }
 
   /// Keeps `socket` for the next session when handing over; `false` when not (answer or close
@@ -96,6 +106,7 @@ final class HandoverCollector: Sendable {
   /// Stops collecting and closes what was kept: the session ended some other way (`finish`,
   /// `cancel`) while handing over. Later `park` and `keep` calls answer `false`.
   func discard() {
+    state.withLock { $0.discarded = true }
     let (listener, parked) = takeAll()
     for connection in parked { connection.socket.close() }
     listener?.close()

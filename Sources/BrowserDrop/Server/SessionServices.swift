@@ -131,6 +131,7 @@ final class SessionServices: Sendable {
       }
       return false
     }
+    handover.stoppedAccepting()
     if lost || !handover.keep(listener) { listener.close() }
     return lost
   }

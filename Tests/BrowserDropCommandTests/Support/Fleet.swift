@@ -1,3 +1,4 @@
+import BrowserDrop
 import BrowserDropTestSupport
 import Foundation
 import Glibc
@@ -289,17 +290,22 @@ struct Fleet {
       (try? await kiosk.waitForEvent(
         "uploadFailed", after: mark, timeout: 10, where: { $0.string("path") == name })) != nil
     else { return false }
-    _ = try await kiosk.waitForEvent("batchClosed", after: mark, timeout: 60)
-    let events = Array(kiosk.events.dropFirst(mark))
+    let before = Array(kiosk.events.dropFirst(mark))
     guard
-      let started = events.firstIndex(where: {
+      let started = before.firstIndex(where: {
         $0.event == "uploadStarted" && $0.string("path") == name
       }),
-      let failed = events[started...].firstIndex(where: {
+      let failed = before[started...].firstIndex(where: {
         $0.event == "uploadFailed" && $0.string("path") == name
-      })
+      }),
+      // Cut by the session stopping (not a lost connection or anything else), in the session
+      // it started in: no batch closed between its start and its failure.
+      before[failed].string("reason") == FailureReason.cancelled.description,
+      !before[started..<failed].contains(where: { $0.event == "batchClosed" })
     else { return false }
-    return events[failed...].contains { $0.event == "batchClosed" }
+    // The batch it was cut from closes after the failure (the switch's report follows the cut).
+    _ = try await kiosk.waitForEvent("batchClosed", after: mark + failed, timeout: 60)
+    return true
   }
 
   /// SHA-256 of no bytes.
