@@ -75,7 +75,9 @@ int cbd_epollin(void) { return EPOLLIN; }
 int cbd_epollout(void) { return EPOLLOUT; }
 int cbd_o_tmpfile(void) { return O_TMPFILE; }
 int cbd_epollrdhup(void) { return EPOLLRDHUP; }
-int cbd_epolloneshot(void) { return EPOLLONESHOT; }
+int cbd_epollet(void) { return EPOLLET; }
+int cbd_epollhup(void) { return EPOLLHUP; }
+int cbd_epollerr(void) { return EPOLLERR; }
 
 void cbd_set_thread_name(const char *name) { pthread_setname_np(pthread_self(), name); }
 

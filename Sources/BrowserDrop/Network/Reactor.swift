@@ -38,9 +38,15 @@ final class Reactor: TaskExecutor, Sendable {
     var instant: ContinuousClock.Instant?
     /// A deadline on a test's clock, checked whenever the loop wakes.
     var onClock: (clock: any SessionClock, time: Duration)?
+    /// What it waits for: an edge of the other kind is kept for a later wait.
+    var interest: Interest
 
-    init(_ continuation: CheckedContinuation<Void, any Error>, deadline: Deadline?) {
+    init(
+      _ continuation: CheckedContinuation<Void, any Error>, deadline: Deadline?,
+      interest: Interest
+    ) {
       self.continuation = continuation
+      self.interest = interest
       switch deadline {
       case .instant(let instant): self.instant = instant
       case .onClock(let clock, let time): onClock = (clock, time)
@@ -69,8 +75,9 @@ final class Reactor: TaskExecutor, Sendable {
     /// Set by a test to make the loop's next `epoll_wait` fail with this errno.
     var injectedWaitFailure: Int32?
     var waiters: [Int32: Waiter] = [:]
-    /// File descriptors added to the epoll set (re-armed with MOD afterwards).
-    var registered: Set<Int32> = []
+    /// File descriptors in the epoll set, each with the readiness the kernel reported for it
+    /// that no waiter has taken yet (see ``Readiness``).
+    var registered: [Int32: Readiness] = [:]
     var deadlineCount = 0
     /// The loop is in `epoll_wait` with no timeout: a new deadline must wake it.
     var sleepingWithoutTimeout = false
@@ -89,6 +96,39 @@ final class Reactor: TaskExecutor, Sendable {
     var due: ContinuousClock.Instant
     let interval: Duration?
     let body: @Sendable (_ late: Duration) -> Void
+  }
+
+  /// Readiness reported by `epoll_wait`, as its event bits.
+  ///
+  /// A descriptor is added to the epoll set once, edge-triggered, for reading and writing, and
+  /// stays there until ``deregister(_:)``: no `epoll_ctl` per wait (a one-shot registration
+  /// needed one to re-arm every wait, about one per upload for the listener alone). An edge
+  /// comes only when readiness changes, so one that arrives while no task waits is kept here and
+  /// taken by the next wait, which then returns at once. Every caller waits only after its
+  /// non-blocking call found nothing (or, the accept loop, retries one and waits again), so
+  /// readiness kept from before that call costs one more try, never a missed wake-up: an edge
+  /// that comes after it is either handed to the waiter or kept for it, both under the lock.
+  struct Readiness: OptionSet, Sendable {
+    let rawValue: UInt32
+
+    static let input = Readiness(rawValue: UInt32(cbd_epollin()))
+    static let output = Readiness(rawValue: UInt32(cbd_epollout()))
+    static let peerClosed = Readiness(rawValue: UInt32(cbd_epollrdhup()))
+    static let hangUp = Readiness(rawValue: UInt32(cbd_epollhup()))
+    static let error = Readiness(rawValue: UInt32(cbd_epollerr()))
+
+    /// What ends a wait for `interest`: a reader also learns of the peer's end of stream, and
+    /// either of a hang-up or an error, which its next call reports.
+    static func ending(_ interest: Interest) -> Readiness {
+      switch interest {
+      case .readable: [.input, .peerClosed, .hangUp, .error]
+      case .writable: [.output, .hangUp, .error]
+      }
+    }
+
+    /// The events a descriptor is registered for, once.
+    static let registration =
+      UInt32(cbd_epollin() | cbd_epollout() | cbd_epollrdhup()) | UInt32(bitPattern: cbd_epollet())
   }
 
   private let state = Mutex(State())
@@ -123,12 +163,16 @@ final class Reactor: TaskExecutor, Sendable {
         throw error
       }
       state.loop = loop
-      state.registered = []
+      state.registered = [:]
     }
   }
 
   /// Whether the loop runs.
   var isRunning: Bool { state.withLock { $0.loop != nil } }
+
+  /// The running loop's epoll descriptor: a test reads the kernel's view of the set from
+  /// `/proc/self/fdinfo`.
+  package var epollDescriptorForTesting: Int32? { state.withLock { $0.loop?.epollFD } }
 
   /// Makes the loop's next `epoll_wait` fail with `code`, as a kernel failure would: a test
   /// seam for the path that ends the loop.
@@ -171,50 +215,28 @@ final class Reactor: TaskExecutor, Sendable {
   }
 
   /// Suspends until `fd` is ready for `interest`, the deadline passes (`WaitError.timedOut`) or
-  /// the task is cancelled (`CancellationError`).
+  /// the task is cancelled (`CancellationError`). Returns without suspending when readiness
+  /// kept from an earlier edge ends the wait (see ``Readiness``).
   func wait(
     for interest: Interest, on fd: Int32, deadline: Deadline? = nil
   ) async throws {
     try Task.checkCancellation()
+    if state.withLock({ Self.takeKept(interest, of: fd, from: &$0) }) { return }
     try await withTaskCancellationHandler {
       try await withCheckedThrowingContinuation {
         (continuation: CheckedContinuation<Void, any Error>) in
-        let events =
-          UInt32(interest == .readable ? cbd_epollin() : cbd_epollout())
-          | UInt32(cbd_epolloneshot() | cbd_epollrdhup())
-        var wakeLoop: Int32?
-        let failure: (any Error)? = state.withLock { state in
-          guard let loop = state.loop else { return WaitError.loopEnded }
-          // A deadline on a test's clock may have passed before this wait: its clock's wake-up
-          // (`recheckDeadlines`) came too early for it. Checked under the lock that wake-up's
-          // check takes too, so no advance of the clock goes unseen.
-          if deadline?.hasPassedOnItsClock == true {
-            return WaitError.timedOut
-          }
-          let op = state.registered.contains(fd) ? EPOLL_CTL_MOD : EPOLL_CTL_ADD
-          let token = UInt64(UInt32(bitPattern: fd))
-          guard cbd_epoll_ctl(loop.epollFD, op, fd, events, token) == 0 else {
-            return SystemError.last("epoll_ctl")
-          }
-          state.registered.insert(fd)
-          state.waiters[fd] = Waiter(continuation, deadline: deadline)
-          if let deadline {
-            state.deadlineCount += 1
-            // A deadline on a test's clock needs no timeout: its clock wakes the loop.
-            if deadline.instant != nil, state.sleepingWithoutTimeout {
-              wakeLoop = loop.wakeFD
-              state.sleepingWithoutTimeout = false
-            }
-          }
-          return nil
-        }
-        if let failure {
+        switch register(continuation, for: interest, on: fd, deadline: deadline) {
+        case .ready:
+          continuation.resume()
+        case .failed(let failure):
           continuation.resume(throwing: failure)
-        } else if Task.isCancelled {
-          // Cancelled between the check above and registration: the handler found no waiter.
-          resume(fd, with: .failure(CancellationError()))
-        } else if let wakeLoop {
-          _ = cbd_eventfd_signal(wakeLoop)  // the loop recomputes its timeout
+        case .waiting(let wakeLoop):
+          if Task.isCancelled {
+            // Cancelled between the check above and registration: the handler found no waiter.
+            resume(fd, with: .failure(CancellationError()))
+          } else if let wakeLoop {
+            _ = cbd_eventfd_signal(wakeLoop)  // the loop recomputes its timeout
+          }
         }
       }
     } onCancel: {
@@ -222,10 +244,68 @@ final class Reactor: TaskExecutor, Sendable {
     }
   }
 
+  /// What ``register(_:for:on:deadline:)`` did with a wait.
+  private enum Registration {
+    /// Readiness kept since the check before it ends the wait.
+    case ready
+    case failed(any Error)
+    /// Stored as the descriptor's waiter; the loop's wake-up descriptor when it must be woken
+    /// to recompute its timeout.
+    case waiting(wakeLoop: Int32?)
+  }
+
+  /// Stores a wait, adding `fd` to the epoll set the first time.
+  private func register(
+    _ continuation: CheckedContinuation<Void, any Error>, for interest: Interest, on fd: Int32,
+    deadline: Deadline?
+  ) -> Registration {
+    state.withLock { state in
+      guard let loop = state.loop else { return .failed(WaitError.loopEnded) }
+      // A deadline on a test's clock may have passed before this wait: its clock's wake-up
+      // (`recheckDeadlines`) came too early for it. Checked under the lock that wake-up's
+      // check takes too, so no advance of the clock goes unseen.
+      if deadline?.hasPassedOnItsClock == true {
+        return .failed(WaitError.timedOut)
+      }
+      // An edge may have come since the check before the continuation.
+      if Self.takeKept(interest, of: fd, from: &state) { return .ready }
+      if state.registered[fd] == nil {
+        // Added with whatever readiness it has now: the kernel reports that as a first edge.
+        let token = UInt64(UInt32(bitPattern: fd))
+        guard cbd_epoll_ctl(loop.epollFD, EPOLL_CTL_ADD, fd, Readiness.registration, token) == 0
+        else {
+          return .failed(SystemError.last("epoll_ctl"))
+        }
+        state.registered[fd] = []
+      }
+      state.waiters[fd] = Waiter(continuation, deadline: deadline, interest: interest)
+      var wakeLoop: Int32?
+      if let deadline {
+        state.deadlineCount += 1
+        // A deadline on a test's clock needs no timeout: its clock wakes the loop.
+        if deadline.instant != nil, state.sleepingWithoutTimeout {
+          wakeLoop = loop.wakeFD
+          state.sleepingWithoutTimeout = false
+        }
+      }
+      return .waiting(wakeLoop: wakeLoop)
+    }
+  }
+
+  /// Takes the readiness kept for `fd` that ends a wait for `interest`; whether there was any.
+  private static func takeKept(_ interest: Interest, of fd: Int32, from state: inout State) -> Bool
+  {
+    let ending = Readiness.ending(interest)
+    guard state.loop != nil, let kept = state.registered[fd], !kept.isDisjoint(with: ending)
+    else { return false }
+    state.registered[fd] = kept.subtracting(ending)
+    return true
+  }
+
   /// Forgets `fd`; call before closing it.
   func deregister(_ fd: Int32) {
     let waiter = state.withLock { state -> Waiter? in
-      if state.registered.remove(fd) != nil, let loop = state.loop {
+      if state.registered.removeValue(forKey: fd) != nil, let loop = state.loop {
         _ = cbd_epoll_ctl(loop.epollFD, EPOLL_CTL_DEL, fd, 0, 0)
       }
       return take(fd, from: &state)
@@ -288,7 +368,17 @@ final class Reactor: TaskExecutor, Sendable {
             continue
           }
           let fd = Int32(bitPattern: UInt32(truncatingIfNeeded: tokens[index]))
-          if let waiter = take(fd, from: &state) { ready.append(waiter.continuation) }
+          // An event of a descriptor deregistered since `epoll_wait` returned is dropped.
+          guard let kept = state.registered[fd] else { continue }
+          let now = kept.union(Readiness(rawValue: events[index]))
+          if let interest = state.waiters[fd]?.interest, !now.isDisjoint(with: .ending(interest)),
+            let waiter = take(fd, from: &state)
+          {
+            state.registered[fd] = now.subtracting(.ending(interest))
+            ready.append(waiter.continuation)
+          } else {
+            state.registered[fd] = now
+          }
         }
         if state.deadlineCount > 0 {
           let now = ContinuousClock.now
@@ -365,7 +455,7 @@ final class Reactor: TaskExecutor, Sendable {
       defer {
         state.loop = nil
         state.waiters = [:]
-        state.registered = []
+        state.registered = [:]
         state.deadlineCount = 0
         state.jobs = []
         state.sleeping = false

@@ -87,6 +87,8 @@ int cbd_o_tmpfile(void);
 int cbd_epollin(void);
 int cbd_epollout(void);
 int cbd_epollrdhup(void);
-int cbd_epolloneshot(void);
+int cbd_epollet(void);
+int cbd_epollhup(void);
+int cbd_epollerr(void);
 
 #endif
