@@ -42,6 +42,11 @@ public struct ForwardFailure: Error, Sendable, Equatable, CustomStringConvertibl
     /// Another delivery of the same folder is running (in this process or another); nothing
     /// was sent. Trying again once it has ended finishes the job.
     case folderBusy
+    /// The server still holds a request of a connection that was given up (a stalled server):
+    /// a handle on this delivery's uploaded file is open there, so a rename sent before may
+    /// still move it. Nothing was sent again; trying again once the server has let go of it
+    /// finishes the job.
+    case earlierRequestPending
     /// Anything else, with the system's own words.
     case other
   }
@@ -231,6 +236,12 @@ public struct ForwardFailure: Error, Sendable, Equatable, CustomStringConvertibl
       return (
         "Another delivery of this folder is running.",
         "Wait for it to finish, then forward again."
+      )
+    case .earlierRequestPending:
+      return (
+        "\(host) still has \(item) open for a request sent before the connection was lost, "
+          + "and may still move it.",
+        "Forward again in a minute; nothing is sent twice."
       )
     case .other:
       return ("Couldn't forward to \(host) — \(reason).", "Try again, or check the destination.")

@@ -23,6 +23,9 @@ public struct Forwarder: Sendable {
   var afterClaim: (@Sendable () async -> Void)?
   /// Tests only: how SMB claims are made (``ClaimTrial``); nil for the claim child.
   var claimTrial: ClaimTrial?
+  /// Tests only: runs once a resume has looked at what an earlier attempt of a file left,
+  /// before anything is sent again; e.g. to carry out a request a stalled server held.
+  var afterResumeLook: (@Sendable () async -> Void)?
 
   /// Delivers `folder` into `destination` and returns what happened.
   ///
@@ -67,7 +70,7 @@ public struct Forwarder: Sendable {
     var run = DeliveryRun(
       fileSystem: fileSystem, policy: policy, verify: verify, reportProgress: progress,
       crashPoint: crashPoint, beforeClaim: beforeClaim, afterClaim: afterClaim,
-      claimTrial: claimTrial, manifest: manifest,
+      claimTrial: claimTrial, afterResumeLook: afterResumeLook, manifest: manifest,
       progress: ForwardProgress(
         completedFiles: 0, totalFiles: tree.fileCount, completedBytes: 0,
         totalBytes: tree.byteCount))

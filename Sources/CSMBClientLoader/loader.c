@@ -6,6 +6,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -40,6 +41,8 @@
   X(getTimeout)                                                                                  \
   X(setOptionProtocols)                                                                          \
   X(setOptionSmbEncryptionLevel)                                                                 \
+  X(getOptionOpenShareMode)                                                                      \
+  X(setOptionOpenShareMode)                                                                      \
   X(getFunctionStat)                                                                             \
   X(getFunctionMkdir)                                                                            \
   X(getFunctionOpen)                                                                             \
@@ -147,6 +150,20 @@ smbc_bool cbd_smbc_setOptionProtocols(
 
 void cbd_smbc_setOptionSmbEncryptionLevel(SMBCCTX *context, smbc_smb_encrypt_level level) {
   smbc.setOptionSmbEncryptionLevel(context, level);
+}
+
+int cbd_smbc_open_unshared(SMBCCTX *context, const char *url) {
+  smbc_share_mode before = smbc.getOptionOpenShareMode(context);
+  smbc.setOptionOpenShareMode(context, SMBC_SHAREMODE_DENY_ALL);
+  SMBCFILE *file = smbc.getFunctionOpen(context)(context, url, O_RDONLY, 0);
+  int saved = errno;
+  smbc.setOptionOpenShareMode(context, before);
+  if (file == NULL) {
+    errno = saved;
+    return -1;
+  }
+  smbc.getFunctionClose(context)(context, file);
+  return 0;
 }
 
 smbc_stat_fn cbd_smbc_getFunctionStat(SMBCCTX *context) { return smbc.getFunctionStat(context); }

@@ -186,7 +186,8 @@ struct ClaimLeftBehindTests {
     defer { scratch.remove() }
     let manifest = try await Self.load(Self.first, in: scratch)
     #expect(manifest.unprovenClaims["x.txt"]?.map(\.target) == [["x.txt"]])
-    #expect(manifest.earlierTemporaries["x.txt"] == [[".browserdrop-a1.part"]])
+    #expect(
+      manifest.earlierTemporaries["x.txt"] == [[".browserdrop-a1.part"], [".browserdrop-a1.aside"]])
   }
 
   @Test func aReleasedClaimIsNot() async throws {

@@ -45,6 +45,9 @@ struct UnansweredClaimTests {
     ) async throws -> Bool {
       try await local.install(temporary, at: final, replacing: replacing, claim: claim)
     }
+    func fence(_ temporary: RelativePath, aside: RelativePath) async throws -> Fence {
+      try await local.fence(temporary, aside: aside)
+    }
     func removeQuietly(_ path: RelativePath) async { await local.removeQuietly(path) }
     func sha256(at path: RelativePath) async throws -> [UInt8] {
       try await local.sha256(at: path)
@@ -63,7 +66,7 @@ struct UnansweredClaimTests {
     var run = DeliveryRun(
       fileSystem: FailingClaims(local: LocalFileSystem(root: inbox.path), lost: lost),
       policy: .rename, verify: .size, reportProgress: { _ in }, crashPoint: nil,
-      beforeClaim: nil, afterClaim: nil, claimTrial: nil,
+      beforeClaim: nil, afterClaim: nil, claimTrial: nil, afterResumeLook: nil,
       manifest: try await Manifest.load(folder: batch.path, destination: "test"),
       progress: ForwardProgress(completedFiles: 0, totalFiles: 1, completedBytes: 0, totalBytes: 2))
     await #expect(throws: ForwardFailure.self) {

@@ -26,6 +26,12 @@ enum Checkpoint: Sendable, Equatable {
   /// A resume has found what an earlier attempt left to remove, and the next attempt is not
   /// recorded yet.
   case beforeNextAttempt
+  /// SMB: the claim and its id are recorded and the move over it is about to be sent (a kill
+  /// in the move window, before libsmbclient's first request).
+  case killedBeforeMove
+  /// SMB: the move onto the first name ends as not installed (the temporary file left in
+  /// place), the attempt claims the next name, and it is killed before moving onto that one.
+  case killedBeforeSecondMove
 }
 
 /// A claim that was sent and whose answer never came (the claim child ended first, the

@@ -16,6 +16,8 @@ struct DeliveryRun {
   let afterClaim: (@Sendable () async -> Void)?
   /// Tests only: see ``Forwarder/claimTrial``.
   let claimTrial: ClaimTrial?
+  /// Tests only: see ``Forwarder/afterResumeLook``.
+  let afterResumeLook: (@Sendable () async -> Void)?
   var manifest: Manifest
   var progress: ForwardProgress
   var delivered: [ForwardReport.Delivered] = []
@@ -118,7 +120,9 @@ struct DeliveryRun {
   static let attemptsPerFile = 3
 
   private mutating func deliver(_ file: SourceFile, into folder: RelativePath) async throws {
+    let resumed = manifest.attempts[file.relativeText] != nil
     if try await finishedEarlier(file) { return }
+    if resumed { await afterResumeLook?() }
     var cleanup = self.cleanup
     self.cleanup = Cleanup()
     let before = progress
@@ -274,6 +278,11 @@ struct DeliveryRun {
           .claimed, source: file, target: candidate, attempt: attempt, temporary: temporary,
           fileID: fileID, claimID: found.id)
       }
+      if claim != nil, crashPoint == .killedBeforeMove { throw SimulatedCrash() }
+      if claim != nil, crashPoint == .killedBeforeSecondMove {
+        if number > 1 { throw SimulatedCrash() }
+        continue  // As a move that found the name taken again: the temporary file stays.
+      }
       let installed: Bool
       do {
         let lost = MoveAnswerLost(
@@ -349,9 +358,21 @@ struct DeliveryRun {
   /// attempt's. Without the record (the append failed) the file stays: a resume removes it by
   /// its name, which is the attempt's alone. A file that is gone may have been renamed to the
   /// final name with the answer lost: the id still proves that one, so nothing is recorded.
+  /// Once a move may have been sent (a name claimed), the file is fenced first
+  /// (``DestinationFileSystem/fence(_:aside:)``), since that move may still be carried out
+  /// after any look: only a file the fence holds is given up, and otherwise the resume fences
+  /// it again.
   private mutating func abandon(
     _ file: SourceFile, attempt: String, temporary: RelativePath, fileID: UInt64
   ) async {
+    if fileSystem.needsClaim, manifest.attempts[file.relativeText]?.moveMayBePending == true {
+      let aside = NameRules.aside(of: temporary)
+      guard (try? await fileSystem.fence(temporary, aside: aside)) == .fenced,
+        await recordAbandoned(file, attempt: attempt, temporary: temporary, fileID: fileID)
+      else { return }
+      await fileSystem.removeQuietly(aside)
+      return
+    }
     guard (try? await fileSystem.fileID(at: temporary)) != nil,
       await recordAbandoned(file, attempt: attempt, temporary: temporary, fileID: fileID)
     else { return }
@@ -391,6 +412,10 @@ struct DeliveryRun {
       return try await finishedBeforeAttempts(file, attempt)
     }
     var accepted: RelativePath?
+    // A move the interrupted run sent may still be held by a stalled server and carried out
+    // after the look below: fenced first, it has either happened (the file is at a name this
+    // attempt claimed) or never will (the file is at its aside name).
+    let fenced = try await fenceMove(of: file, attempt)
     // A source that changed size since is sent again, and only a claim of it can be settled:
     // its name is looked at only then, and a look-up that fails leaves the claim as it is
     // (rather than stopping a run that needs nothing else from that name).
@@ -407,6 +432,13 @@ struct DeliveryRun {
         found == FileID(id: fileID, size: file.size)
       {
         accepted = target  // The install happened (the rename carries the id).
+      } else if !settlesOnly, !fenced, let earlier = try await movedEarlier(file, attempt) {
+        // A second rename libsmbclient sent for an earlier name, carried out after the attempt
+        // had moved on: the file is there. This name's claim is left, and reported.
+        accepted = earlier
+        if let found, found.size == 0, found.id == attempt.claimID {
+          notePossibleLeftover(of: file, at: target, id: found.id, reason: .claimAnswerLost)
+        }
       } else if !attempt.delivered, attempt.claimed, let found, found.size == 0 {
         settleClaim(of: file, attempt, at: target, found: found)
       }
@@ -431,6 +463,8 @@ struct DeliveryRun {
         await fileSystem.removeQuietly(temporary)
       } else {
         cleanup.temporaries.append(temporary)
+        // Where a fence put it (this resume's, an earlier one's, or the run's own give-up).
+        cleanup.temporaries.append(NameRules.aside(of: temporary))
       }
     }
     guard let target = accepted, let fileID = attempt.fileID else { return false }
@@ -455,6 +489,38 @@ struct DeliveryRun {
     progress.completedBytes += file.size
     await reportProgress(progress)
     return true
+  }
+
+  /// Fences a move of the latest attempt's upload that may still be on its way
+  /// (``Manifest/Attempt/moveMayBePending``); whether the file is now at its aside name, never
+  /// to move again. Throws `earlierRequestPending` while a handle of the given-up connection is
+  /// still open on it: nothing can be decided, and nothing is sent again, until it closes.
+  private func fenceMove(of file: SourceFile, _ attempt: Manifest.Attempt) async throws -> Bool {
+    guard fileSystem.needsClaim, attempt.moveMayBePending, let temporary = attempt.temporary
+    else { return false }
+    switch try await fileSystem.fence(temporary, aside: NameRules.aside(of: temporary)) {
+    case .fenced: return true
+    case .moved: return false
+    case .stillOpen:
+      throw ForwardFailure(
+        kind: .earlierRequestPending, place: fileSystem.place, item: file.relativeText)
+    }
+  }
+
+  /// The earlier name `attempt` claimed where its upload now is (by its id and size), after
+  /// the fence found it moved and not at the latest name.
+  private func movedEarlier(
+    _ file: SourceFile, _ attempt: Manifest.Attempt
+  ) async throws -> RelativePath? {
+    guard fileSystem.needsClaim, attempt.moveMayBePending, !attempt.abandoned,
+      let fileID = attempt.fileID
+    else { return nil }
+    for earlier in attempt.claimedTargets where earlier != attempt.target {
+      if try await fileSystem.fileID(at: earlier) == FileID(id: fileID, size: file.size) {
+        return earlier
+      }
+    }
+    return nil
   }
 
   /// Reports each name of `claims` (earlier attempts' claims of `file` that no record proves)

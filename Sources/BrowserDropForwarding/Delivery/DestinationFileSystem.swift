@@ -54,12 +54,33 @@ protocol DestinationFileSystem: Sendable {
     _ temporary: RelativePath, at final: RelativePath, replacing: Bool, claim: UInt64?
   ) async throws
     -> Bool
+  /// Makes sure that no move of `temporary` sent earlier (by a run that was killed, or whose
+  /// connection was lost) can still be carried out, and tells where the file went. On SMB a
+  /// stalled server can carry out a rename long after the client gave up on it, and
+  /// libsmbclient renames an open handle, which follows the file to any name: so the file is
+  /// first renamed to `aside` (a later open by its old name finds nothing), then opened there
+  /// allowing no other open, which the server refuses while any handle is still open on it.
+  /// `aside` is this attempt's alone; a file already there (an earlier fence) is checked again.
+  func fence(_ temporary: RelativePath, aside: RelativePath) async throws -> Fence
   /// Removes a file, ignoring failures: used to clean up after an error.
   func removeQuietly(_ path: RelativePath) async
   /// The SHA-256 digest of a file, read back from the destination.
   func sha256(at path: RelativePath) async throws -> [UInt8]
   /// Releases the connection.
   func close() async
+}
+
+/// What ``DestinationFileSystem/fence(_:aside:)`` found.
+enum Fence: Sendable, Equatable {
+  /// The file is at its aside name, and nothing can move it any more: no move of it happened
+  /// or will.
+  case fenced
+  /// Neither name holds it: a move carried it away (to a final name this attempt tried), or
+  /// it was removed.
+  case moved
+  /// At its aside name, but another handle is open on it: a move sent earlier may still take
+  /// it. Nothing can be decided until that handle is closed.
+  case stillOpen
 }
 
 /// How a test wants a claim made.

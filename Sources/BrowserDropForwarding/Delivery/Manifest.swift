@@ -35,6 +35,10 @@ import Glibc
 ///   its own and has removed: an empty file found there later is not this file's claim.
 /// * `delivered`: in place and checked.
 ///
+/// No record says that a resume fenced an attempt's upload (renamed it to
+/// `.browserdrop-<id>.aside`, see ``DestinationFileSystem/fence(_:aside:)``): that name, too,
+/// is the attempt's alone, and a later resume finds it there.
+///
 /// Lines for other destinations are kept but ignored. The file has a hidden name and is never
 /// forwarded; it goes with the folder.
 struct Manifest: Sendable {
@@ -89,6 +93,17 @@ struct Manifest: Sendable {
     /// longer prove that a file is its own.
     var abandoned = false
     var delivered = false
+    /// Every name this attempt claimed with the claim's id recorded, in order: a move of its
+    /// upload may have been sent to each (an earlier one's second rename, after libsmbclient's
+    /// answer, can still be on its way).
+    var claimedTargets: [RelativePath] = []
+
+    /// Whether a move of this attempt's temporary file may have been sent and not been
+    /// settled: the resume fences it (``DestinationFileSystem/fence(_:aside:)``) before it
+    /// looks at any name.
+    var moveMayBePending: Bool {
+      !claimedTargets.isEmpty && !delivered && !abandoned && temporary != nil
+    }
 
     /// The claim this attempt recorded at `target`, for when the attempt is left behind (a
     /// later attempt, or a later name of this one): nothing proves any longer what became of
@@ -213,6 +228,8 @@ struct Manifest: Sendable {
       // Its name is the attempt's alone: whatever is still there can go, at any later resume.
       if attempt?.id != nil, attempt?.delivered == false, let temporary = attempt?.temporary {
         earlierTemporaries[record.source, default: []].append(temporary)
+        // Where a resume's fence may have moved it.
+        earlierTemporaries[record.source, default: []].append(NameRules.aside(of: temporary))
       }
       attempt = Attempt(size: record.size, id: record.attempt)
     }
@@ -239,6 +256,9 @@ struct Manifest: Sendable {
       attempt.target = record.target
       attempt.claimed = true
       attempt.claimID = record.claimID
+      if record.claimID != nil, !attempt.claimedTargets.contains(record.target) {
+        attempt.claimedTargets.append(record.target)
+      }
     case .moveFailed:
       attempt.moveFailed = true
     case .abandoned:

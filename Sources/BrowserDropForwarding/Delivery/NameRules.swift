@@ -59,6 +59,13 @@ enum NameRules {
     ".browserdrop-" + attempt + ".part"
   }
 
+  /// Where a resume moves an attempt's temporary file to fence off a rename of it still on its
+  /// way (``DestinationFileSystem/fence(_:aside:)``): `.browserdrop-<id>.aside`, beside it.
+  static func aside(of temporary: RelativePath) -> RelativePath {
+    guard let name = temporary.last, name.hasSuffix(".part") else { return temporary }
+    return temporary.dropLast() + [String(name.dropLast(".part".count)) + ".aside"]
+  }
+
   /// The temporary name versions before attempts used, fixed per source path (FNV-1a), which a
   /// resume of their manifests needs to recognise.
   static func legacyTemporaryName(for source: String) -> String {

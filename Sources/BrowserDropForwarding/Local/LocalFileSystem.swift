@@ -227,6 +227,12 @@ struct LocalFileSystem: DestinationFileSystem {
     }
   }
 
+  /// A local rename is carried out before its call returns, and nothing of a killed run is
+  /// still on its way: the temporary file is where it is. Nothing is renamed.
+  func fence(_ temporary: RelativePath, aside: RelativePath) async throws -> Fence {
+    try await fileID(at: temporary) != nil ? .fenced : .moved
+  }
+
   func removeQuietly(_ relative: RelativePath) async {
     _ = await DedicatedThread.localIO.run { [self] in unlink(path(relative)) }
   }

@@ -231,6 +231,14 @@ final class SMBContext: @unchecked Sendable {
     }
   }
 
+  /// Opens `path` allowing no other open of it at the same time, and closes it: throws `EBUSY`
+  /// while any other handle, of any connection, is open on the file.
+  func openUnshared(_ path: RelativePath) throws(SystemError) {
+    guard cbd_smbc_open_unshared(context, url(path)) == 0 else {
+      throw SystemError.last("smbc_open")
+    }
+  }
+
   /// `smbc_unlink`.
   func unlink(_ path: RelativePath) throws(SystemError) {
     guard cbd_smbc_getFunctionUnlink(context)!(context, url(path)) == 0 else {

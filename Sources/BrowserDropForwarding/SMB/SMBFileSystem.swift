@@ -163,6 +163,45 @@ struct SMBFileSystem: DestinationFileSystem {
     }
   }
 
+  func fence(_ temporary: RelativePath, aside: RelativePath) async throws -> Fence {
+    try await DedicatedThread.smb.run { [context, root] () throws -> Fence in
+      do throws(SystemError) {
+        if !(try Self.exists(root + aside, in: context)) {
+          // `smbc_rename` would replace a file at `aside`: there is none, and no one else uses
+          // the name.
+          do throws(SystemError) {
+            try context.rename(root + temporary, to: root + aside)
+          } catch  where error.code == ENOENT {
+            return .moved
+          } catch  where error.code == EBUSY {
+            return .stillOpen  // A handle that doesn't share deleting is open on it.
+          }
+        }
+        do throws(SystemError) {
+          try context.openUnshared(root + aside)
+        } catch  where error.code == EBUSY {
+          return .stillOpen
+        }
+        return .fenced
+      } catch {
+        throw failure(error, .modify, temporary)
+      }
+    }
+  }
+
+  private static func exists(
+    _ path: RelativePath, in context: SMBContext
+  ) throws(SystemError)
+    -> Bool
+  {
+    do throws(SystemError) {
+      _ = try context.stat(path)
+      return true
+    } catch  where error.code == ENOENT {
+      return false
+    }
+  }
+
   /// Removes a temporary file a killed writer child had open. The server learns of the child's
   /// closed connection a moment after it is gone, and until then refuses the unlink with a
   /// sharing violation (`EBUSY`, seen for 10-20 ms on loopback): retry that for up to 2 s.

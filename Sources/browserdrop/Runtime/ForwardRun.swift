@@ -57,6 +57,8 @@ enum ForwardRun {
         ? "\(retried) Files that arrived won't be sent twice." : "Files that arrived stay there."
     case .verificationFailed:
       return kiosk ? retried : "Copy it from the kept folder."
+    case .earlierRequestPending:
+      return kiosk ? retried : nil
     case .wrongCredentials:
       return "Check the user in --to and the password (BROWSERDROP_SMB_PASSWORD, "
         + "--smb-password-file or the smb-password credential)."

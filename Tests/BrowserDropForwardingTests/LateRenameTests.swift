@@ -1,0 +1,188 @@
+import BrowserDropSystem
+import BrowserDropTestSupport
+import Foundation
+import Glibc
+import Testing
+
+@testable import BrowserDropForwarding
+
+/// A rename that a stalled smbd carries out after the kiosk gave up on it, played by a second
+/// connection of the test's own on the real loopback smbd. The resume fences the upload
+/// (renames it aside, then checks that no other handle is open on it) before it looks at any
+/// name, so such a rename either happened before the look or never happens.
+@Suite("Renames a stalled server carries out late", .serialized)
+struct LateRenameTests {
+  /// A second SMB connection to the destination: the stalled session's requests.
+  final class OtherConnection: Sendable {
+    let context: SMBContext
+    let root: RelativePath
+
+    init(_ destination: SMBDestination) async throws {
+      context = try await DedicatedThread.smb.run { () throws -> SMBContext in
+        try SMBContext(for: destination)
+      }
+      root = destination.path
+    }
+
+    /// `smbc_rename`, which replaces what is at `to` (a claim), as libsmbclient's second rename
+    /// does once its delete of the claim went through; the errno it failed with, 0 when done.
+    func rename(_ from: String, to: String) async -> Int32 {
+      await DedicatedThread.smb.run { [context, root] () -> Int32 in
+        do throws(SystemError) {
+          try context.rename(root + [from], to: root + [to])
+          return 0
+        } catch {
+          return error.code
+        }
+      }
+    }
+
+    /// Opens `name` for reading and keeps the handle, as a stalled rename keeps the one it
+    /// opened its source with.
+    func open(_ name: String) async throws -> SMBFile {
+      try await DedicatedThread.smb.run { [context, root] () throws -> SMBFile in
+        try context.open(root + [name], flags: O_RDONLY)
+      }
+    }
+
+    func close(_ file: SMBFile) async {
+      _ = await DedicatedThread.smb.run { [context] in try? context.close(file) }
+    }
+
+    func free() async {
+      await DedicatedThread.smb.run { [context] in context.free() }
+    }
+  }
+
+  final class Outcome: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Int32?
+    var code: Int32? {
+      get { lock.withLock { value } }
+      set { lock.withLock { value = newValue } }
+    }
+  }
+
+  private static func smbDestination(_ scratch: Scratch) throws -> (SMBDestination, URL) {
+    let (destination, folder) = try CrashResumeTests.destination(.smb, scratch)
+    return (try #require(destination as? SMBDestination), folder)
+  }
+
+  /// The temporary file a killed attempt left, by name.
+  private static func temporary(in folder: URL) throws -> String {
+    try #require(try contents(of: folder).keys.first { $0.hasSuffix(".part") })
+  }
+
+  @Test func aRenameCarriedOutAfterTheResumeLookedFindsNothingToMove() async throws {
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let (destination, folder) = try Self.smbDestination(scratch)
+    let mine = Data("sent once, whatever the server does late".utf8)
+    let batch = try scratch.folder("batch", ["x.txt": mine])
+    await #expect(throws: SimulatedCrash.self) {
+      _ = try await Forwarder.stopping(at: .killedBeforeMove).forward(
+        folder: batch, to: destination)
+    }
+    let temporary = try Self.temporary(in: folder)
+    #expect(try contents(of: folder) == ["x.txt": Data(), temporary: mine])
+    let other = try await OtherConnection(destination)
+    let late = Outcome()
+    var forwarder = Forwarder()
+    forwarder.afterResumeLook = { late.code = await other.rename(temporary, to: "x.txt") }
+    let report = try await forwarder.forward(folder: batch, to: destination, verify: .sha256)
+    await other.free()
+    #expect(late.code == ENOENT, "the late rename found the upload gone from its name")
+    // Without the fence the late rename puts the upload at x.txt and the resume sends it again.
+    #expect(try contents(of: folder) == ["x.txt": Data(), "x 2.txt": mine])
+    #expect(report.files.map(\.destination) == ["x 2.txt"])
+    #expect(
+      report.possibleLeftovers.map { "\($0.path) \($0.reason)" } == ["x.txt claimAnswerLost"])
+  }
+
+  @Test func aHandleStillOpenOnTheUploadStopsTheResumeUntilItCloses() async throws {
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let (destination, folder) = try Self.smbDestination(scratch)
+    let mine = Data("held by a stalled session".utf8)
+    let batch = try scratch.folder("batch", ["x.txt": mine])
+    await #expect(throws: SimulatedCrash.self) {
+      _ = try await Forwarder.stopping(at: .killedBeforeMove).forward(
+        folder: batch, to: destination)
+    }
+    let temporary = try Self.temporary(in: folder)
+    let other = try await OtherConnection(destination)
+    let handle = try await other.open(temporary)
+    do {
+      _ = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
+      Issue.record("the resume went on while a handle was open on the upload")
+    } catch let failure as ForwardFailure {
+      #expect(failure.kind == .earlierRequestPending)
+      #expect(failure.problem.contains("127.0.0.1"), "\(failure.problem)")
+      #expect(failure.problem.contains("x.txt"), "\(failure.problem)")
+    }
+    // Nothing sent again, nothing removed: the upload is still the only copy.
+    let held = try contents(of: folder)
+    #expect(held["x.txt"] == Data())
+    #expect(held.values.filter { $0 == mine }.count == 1, "\(held.keys.sorted())")
+    #expect(held.count == 2, "\(held.keys.sorted())")
+    await other.close(handle)
+    await other.free()
+    let report = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
+    #expect(try contents(of: folder) == ["x.txt": Data(), "x 2.txt": mine])
+    #expect(report.files.map(\.destination) == ["x 2.txt"])
+  }
+
+  /// An earlier resume fenced the upload aside and found a handle open on it: the next one
+  /// checks it there again, by an open that allows no other (refused while any is open).
+  @Test func anUploadAlreadyAsideIsCheckedAgainForOpenHandles() async throws {
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let (destination, folder) = try Self.smbDestination(scratch)
+    let mine = Data("aside, a handle still open on it".utf8)
+    let batch = try scratch.folder("batch", ["x.txt": mine])
+    await #expect(throws: SimulatedCrash.self) {
+      _ = try await Forwarder.stopping(at: .killedBeforeMove).forward(
+        folder: batch, to: destination)
+    }
+    let temporary = try Self.temporary(in: folder)
+    let aside = try #require(NameRules.aside(of: [temporary]).last)
+    let other = try await OtherConnection(destination)
+    #expect(await other.rename(temporary, to: aside) == 0)
+    let handle = try await other.open(aside)
+    let failure = await #expect(throws: ForwardFailure.self) {
+      _ = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
+    }
+    #expect(failure?.kind == .earlierRequestPending, "\(String(describing: failure))")
+    #expect(try contents(of: folder) == ["x.txt": Data(), aside: mine], "nothing sent again")
+    await other.close(handle)
+    await other.free()
+    let report = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
+    #expect(try contents(of: folder) == ["x.txt": Data(), "x 2.txt": mine])
+    #expect(report.files.map(\.destination) == ["x 2.txt"])
+  }
+
+  @Test func aLateRenameOntoAnEarlierNameOfTheAttemptIsTakenThere() async throws {
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let (destination, folder) = try Self.smbDestination(scratch)
+    let mine = Data("moved late onto the first name".utf8)
+    let batch = try scratch.folder("batch", ["x.txt": mine])
+    await #expect(throws: SimulatedCrash.self) {
+      _ = try await Forwarder.stopping(at: .killedBeforeSecondMove).forward(
+        folder: batch, to: destination)
+    }
+    let temporary = try Self.temporary(in: folder)
+    #expect(try contents(of: folder) == ["x.txt": Data(), "x 2.txt": Data(), temporary: mine])
+    // libsmbclient's second rename for the first name, carried out after the attempt had moved
+    // on to the next name.
+    let other = try await OtherConnection(destination)
+    #expect(await other.rename(temporary, to: "x.txt") == 0)
+    await other.free()
+    let report = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
+    // Looking only at the latest name, the resume would send it again (x 3.txt): a duplicate.
+    #expect(try contents(of: folder) == ["x.txt": mine, "x 2.txt": Data()])
+    #expect(report.files.map(\.destination) == ["x.txt"])
+    #expect(
+      report.possibleLeftovers.map { "\($0.path) \($0.reason)" } == ["x 2.txt claimAnswerLost"])
+  }
+}
