@@ -5,6 +5,9 @@
 //
 //   BrowserDropFaultHost descriptors STAGING   one server's start() with 0, 1, 2… descriptors left
 //   BrowserDropFaultHost event-loop STAGING    epoll_wait fails while listening, then resume()
+//   BrowserDropFaultHost accept-full STAGING   a connection arrives while accept4 fails with
+//                                              EMFILE; descriptors are freed, nothing else
+//                                              arrives: is it answered?
 //   BrowserDropFaultHost append FILE RECORD…   Durable.append of each RECORD (plus a newline)
 //                                              under the file size limit the test set, with
 //                                              SIGXFSZ ignored: "ok" or the error, one a line
@@ -52,6 +55,38 @@ func statusLine(port: Int) async -> String {
     }
     let line = reply.split(separator: UInt8(ascii: "\r")).first ?? []
     return String(decoding: line, as: UTF8.self)
+  }
+}
+
+/// `GET /config.json` over `fd`, already connected, on a thread of its own: the status line, or
+/// why there is none (10 s without an answer: "no answer").
+func statusLine(over fd: Int32) async -> String {
+  let client = BlockingPool.serial(name: "bd-fault-client")
+  defer { Task { await client.shutdown() } }
+  return await client.run { () -> String in
+    var timeout = timeval(tv_sec: 10, tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    let request = Array("GET /config.json HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
+    _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    var reply: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 4096)
+    while !reply.contains(UInt8(ascii: "\n")) {
+      let count = recv(fd, &chunk, chunk.count, 0)
+      if count <= 0 { return reply.isEmpty ? "no answer" : "cut short" }
+      reply += chunk[..<count]
+    }
+    let line = reply.split(separator: UInt8(ascii: "\r")).first ?? []
+    return String(decoding: line, as: UTF8.self)
+  }
+}
+
+/// Every descriptor number this process may still open, taken (on `/dev/null`).
+func holdAllDescriptors() -> [Int32] {
+  var held: [Int32] = []
+  while true {
+    let fd = open("/dev/null", O_RDONLY | O_CLOEXEC)
+    if fd < 0 { return held }
+    held.append(fd)
   }
 }
 
@@ -133,6 +168,44 @@ case "event-loop":
   } catch {
     say("resume failed: \(error)")
   }
+  await server.cancel()
+case "accept-full":
+  var limit = rlimit(rlim_cur: 256, rlim_max: 256)
+  guard setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else {
+    say("setrlimit failed: errno \(errno)")
+    exit(1)
+  }
+  let server = BrowserDropServer(configuration: configuration)
+  do {
+    try await server.start()
+  } catch {
+    say("start failed: \(error)")
+    exit(1)
+  }
+  let port = await server.port ?? 0
+  // The client's socket takes the last free number; the server's accept4 then fails (EMFILE)
+  // with the connection established and queued.
+  var held = holdAllDescriptors()
+  if let last = held.popLast() { close(last) }
+  let client = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+  var address = sockaddr_in()
+  address.sin_family = sa_family_t(AF_INET)
+  address.sin_port = in_port_t(UInt16(port).bigEndian)
+  address.sin_addr.s_addr = inet_addr("127.0.0.1")
+  let connected = withUnsafePointer(to: &address) {
+    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+      connect(client, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+    }
+  }
+  say(client >= 0 && connected == 0 ? "connected while out of descriptors" : "connect failed")
+  // Long enough for the accept loop to have met EMFILE (it retries every 50 ms meanwhile).
+  try? await Task.sleep(for: .milliseconds(300))
+  for fd in held.suffix(8) { close(fd) }
+  held.removeLast(min(8, held.count))
+  // Nothing else arrives: the queued connection must be accepted without another edge.
+  say("answers \(await statusLine(over: client))")
+  close(client)
+  for fd in held { close(fd) }
   await server.cancel()
 case "append":
   // A write past RLIMIT_FSIZE then fails with EFBIG (after a short write of what still fits)

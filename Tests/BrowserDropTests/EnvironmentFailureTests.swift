@@ -33,6 +33,17 @@ import Testing
     #expect(lines.last?.hasSuffix(": started, answers HTTP/1.1 200 OK") == true, "\(lines)")
   }
 
+  /// A connection queued while `accept4` fails for want of descriptors is accepted once some
+  /// are free, with no other connection arriving to wake the loop (readiness is edge-triggered:
+  /// the accept loop must try again, not wait for an edge that a queue that didn't change never
+  /// gives).
+  @Test func aConnectionQueuedWhileOutOfDescriptorsIsServedOnceSomeAreFree() async throws {
+    let run = try await runHost("accept-full")
+    #expect(run.status == 0, "exit status \(run.status): \(run.errorOutput)")
+    let lines = run.output.split(separator: "\n").map(String.init)
+    #expect(lines == ["connected while out of descriptors", "answers HTTP/1.1 200 OK"])
+  }
+
   @Test func aFailedEventLoopInterruptsTheSessionAndResumeMakesANewOne() async throws {
     let run = try await runHost("event-loop")
     #expect(run.status == 0, "exit status \(run.status): \(run.errorOutput)")

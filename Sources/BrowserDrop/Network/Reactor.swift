@@ -104,10 +104,11 @@ final class Reactor: TaskExecutor, Sendable {
   /// stays there until ``deregister(_:)``: no `epoll_ctl` per wait (a one-shot registration
   /// needed one to re-arm every wait, about one per upload for the listener alone). An edge
   /// comes only when readiness changes, so one that arrives while no task waits is kept here and
-  /// taken by the next wait, which then returns at once. Every caller waits only after its
-  /// non-blocking call found nothing (or, the accept loop, retries one and waits again), so
-  /// readiness kept from before that call costs one more try, never a missed wake-up: an edge
-  /// that comes after it is either handed to the waiter or kept for it, both under the lock.
+  /// taken by the next wait, which then returns at once. Every caller must wait only after its
+  /// non-blocking call found nothing to do (`EAGAIN`): readiness kept from before that call
+  /// then costs one more try, never a missed wake-up, since an edge that comes after it is
+  /// either handed to the waiter or kept for it, both under the lock. A call that failed
+  /// otherwise (the accept loop's `EMFILE`) must not wait: nothing changes, so no edge comes.
   struct Readiness: OptionSet, Sendable {
     let rawValue: UInt32
 

@@ -91,14 +91,10 @@ final class SessionServices: Sendable {
           self.activeConnections.subtract(1, ordering: .relaxed)
         }
       }
+      // Accepts until nothing is pending, and only then waits: readiness is edge-triggered
+      // (`Reactor`), so a wait while connections are queued (a handed-over socket, or one left
+      // after running out of descriptors) would not end until yet another one arrived.
       while !Task.isCancelled, handover.accepting(on: listener.socket.fd) {
-        do {
-          try await listener.waitForConnection()
-        } catch {
-          // Woken by `HandoverCollector.begin`: not lost, and nothing more is accepted.
-          if handover.stopsAccepting { return false }
-          return !Task.isCancelled
-        }
         // Checked before every accept: once the session hands over, nothing more is accepted.
         while !handover.stopsAccepting {
           let fd: Int32?
@@ -107,9 +103,11 @@ final class SessionServices: Sendable {
           } catch  where [ECONNABORTED, EPROTO, EPERM].contains(error.code) {
             continue
           } catch  where [EMFILE, ENFILE, ENOBUFS, ENOMEM].contains(error.code) {
-            // Out of descriptors or memory: wait for a connection to end rather than spin.
-            try? await Task.sleep(for: .milliseconds(50))
-            break
+            // Out of descriptors or memory: the connection stays queued; try again in a moment
+            // (once a connection has ended) rather than spin, and without waiting for readiness,
+            // which a queue that didn't change never reports again.
+            do { try await Task.sleep(for: .milliseconds(50)) } catch { return false }
+            continue
           } catch {
             return true
           }
@@ -127,6 +125,14 @@ final class SessionServices: Sendable {
             await Connection(socket: socket, services: self).run()
             self.activeConnections.subtract(1, ordering: .relaxed)
           }
+        }
+        if handover.stopsAccepting { return false }
+        do {
+          try await listener.waitForConnection()
+        } catch {
+          // Woken by `HandoverCollector.begin`: not lost, and nothing more is accepted.
+          if handover.stopsAccepting { return false }
+          return !Task.isCancelled
         }
       }
       return false
