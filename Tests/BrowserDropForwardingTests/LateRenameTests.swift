@@ -161,6 +161,36 @@ struct LateRenameTests {
     #expect(report.files.map(\.destination) == ["x 2.txt"])
   }
 
+  /// The fence found the upload moved, to a name the attempt claimed, but a handle is still
+  /// open on it there: a rename on that handle could still move it on, so it is not taken yet.
+  @Test func aMovedUploadWithAHandleStillOpenOnItIsNotTakenYet() async throws {
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let (destination, folder) = try Self.smbDestination(scratch)
+    let mine = Data("moved, a handle still on it".utf8)
+    let batch = try scratch.folder("batch", ["x.txt": mine])
+    await #expect(throws: SimulatedCrash.self) {
+      _ = try await Forwarder.stopping(at: .killedBeforeSecondMove).forward(
+        folder: batch, to: destination)
+    }
+    let temporary = try Self.temporary(in: folder)
+    let other = try await OtherConnection(destination)
+    #expect(await other.rename(temporary, to: "x 2.txt") == 0)
+    let handle = try await other.open("x 2.txt")
+    let failure = await #expect(throws: ForwardFailure.self) {
+      _ = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
+    }
+    #expect(failure?.kind == .earlierRequestPending, "\(String(describing: failure))")
+    #expect(try contents(of: folder) == ["x.txt": Data(), "x 2.txt": mine], "nothing sent again")
+    await other.close(handle)
+    await other.free()
+    let report = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
+    #expect(try contents(of: folder) == ["x.txt": Data(), "x 2.txt": mine])
+    #expect(report.files.map(\.destination) == ["x 2.txt"])
+    #expect(
+      report.possibleLeftovers.map { "\($0.path) \($0.reason)" } == ["x.txt claimAnswerLost"])
+  }
+
   @Test func aLateRenameOntoAnEarlierNameOfTheAttemptIsTakenThere() async throws {
     let scratch = try Scratch()
     defer { scratch.remove() }

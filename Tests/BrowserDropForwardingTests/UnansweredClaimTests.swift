@@ -48,6 +48,9 @@ struct UnansweredClaimTests {
     func fence(_ temporary: RelativePath, aside: RelativePath) async throws -> Fence {
       try await local.fence(temporary, aside: aside)
     }
+    func isSettled(_ path: RelativePath) async throws -> Bool {
+      try await local.isSettled(path)
+    }
     func removeQuietly(_ path: RelativePath) async { await local.removeQuietly(path) }
     func sha256(at path: RelativePath) async throws -> [UInt8] {
       try await local.sha256(at: path)

@@ -322,6 +322,13 @@ struct DeliveryRun {
       if policy == .fail {
         throw ForwardFailure(kind: .nameTaken, place: fileSystem.place, item: joined(candidate))
       }
+      if claim != nil, !(try await fileSystem.isSettled(temporary)) {
+        // libsmbclient's second rename onto this name may still be held by the server (its
+        // connection failed after the delete of the claim): moving on to the next name, the
+        // file could be taken to both. Given up here; the resume fences it.
+        throw ForwardFailure(
+          kind: .earlierRequestPending, place: fileSystem.place, item: file.relativeText)
+      }
     }
     fatalError("unreachable: 1... is endless")
   }
@@ -415,7 +422,8 @@ struct DeliveryRun {
     // A move the interrupted run sent may still be held by a stalled server and carried out
     // after the look below: fenced first, it has either happened (the file is at a name this
     // attempt claimed) or never will (the file is at its aside name).
-    let fenced = try await fenceMove(of: file, attempt)
+    let fence = try await fenceMove(of: file, attempt)
+    let fenced = fence == .fenced
     // A source that changed size since is sent again, and only a claim of it can be settled:
     // its name is looked at only then, and a look-up that fails leaves the claim as it is
     // (rather than stopping a run that needs nothing else from that name).
@@ -436,15 +444,23 @@ struct DeliveryRun {
         // A second rename libsmbclient sent for an earlier name, carried out after the attempt
         // had moved on: the file is there. This name's claim is left, and reported.
         accepted = earlier
-        if let found, found.size == 0, found.id == attempt.claimID {
+        if attempt.claimed, let found, found.size == 0,
+          attempt.claimID.map({ $0 == found.id }) ?? true
+        {
           notePossibleLeftover(of: file, at: target, id: found.id, reason: .claimAnswerLost)
         }
       } else if !attempt.delivered, attempt.claimed, let found, found.size == 0 {
         settleClaim(of: file, attempt, at: target, found: found)
       }
     }
+    if let accepted, fence == .moved, !(try await fileSystem.isSettled(accepted)) {
+      // Moved, and a handle is still open on it: the rename that moved it may have a sequel
+      // (libsmbclient's second rename), or another of its handles may still move it on.
+      throw ForwardFailure(
+        kind: .earlierRequestPending, place: fileSystem.place, item: file.relativeText)
+    }
     if fileSystem.needsClaim {
-      let latest = accepted == nil ? attempt.unprovenClaim : nil
+      let latest = accepted == attempt.target ? nil : attempt.unprovenClaim
       await notePossibleLeftovers(
         of: file, (manifest.unprovenClaims[file.relativeText] ?? []) + (latest.map { [$0] } ?? []))
     }
@@ -492,15 +508,15 @@ struct DeliveryRun {
   }
 
   /// Fences a move of the latest attempt's upload that may still be on its way
-  /// (``Manifest/Attempt/moveMayBePending``); whether the file is now at its aside name, never
-  /// to move again. Throws `earlierRequestPending` while a handle of the given-up connection is
+  /// (``Manifest/Attempt/moveMayBePending``): `.fenced` when the file is now at its aside name,
+  /// never to move again, `.moved` when a move took it, nil when no move was sent. Throws `earlierRequestPending` while a handle of the given-up connection is
   /// still open on it: nothing can be decided, and nothing is sent again, until it closes.
-  private func fenceMove(of file: SourceFile, _ attempt: Manifest.Attempt) async throws -> Bool {
+  private func fenceMove(of file: SourceFile, _ attempt: Manifest.Attempt) async throws -> Fence? {
     guard fileSystem.needsClaim, attempt.moveMayBePending, let temporary = attempt.temporary
-    else { return false }
+    else { return nil }
     switch try await fileSystem.fence(temporary, aside: NameRules.aside(of: temporary)) {
-    case .fenced: return true
-    case .moved: return false
+    case .fenced: return .fenced
+    case .moved: return .moved
     case .stillOpen:
       throw ForwardFailure(
         kind: .earlierRequestPending, place: fileSystem.place, item: file.relativeText)

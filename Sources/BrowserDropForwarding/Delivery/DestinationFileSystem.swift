@@ -62,6 +62,10 @@ protocol DestinationFileSystem: Sendable {
   /// allowing no other open, which the server refuses while any handle is still open on it.
   /// `aside` is this attempt's alone; a file already there (an earlier fence) is checked again.
   func fence(_ temporary: RelativePath, aside: RelativePath) async throws -> Fence
+  /// Whether the file at `path` is there with no other handle open on it, so that no move sent
+  /// earlier can still take it (SMB: an open that allows no other is granted). False when
+  /// another handle is open, or nothing is there.
+  func isSettled(_ path: RelativePath) async throws -> Bool
   /// Removes a file, ignoring failures: used to clean up after an error.
   func removeQuietly(_ path: RelativePath) async
   /// The SHA-256 digest of a file, read back from the destination.

@@ -228,9 +228,28 @@ struct LocalFileSystem: DestinationFileSystem {
   }
 
   /// A local rename is carried out before its call returns, and nothing of a killed run is
-  /// still on its way: the temporary file is where it is. Nothing is renamed.
+  /// still on its way: renaming the file aside (never over anything) is all it takes.
   func fence(_ temporary: RelativePath, aside: RelativePath) async throws -> Fence {
-    try await fileID(at: temporary) != nil ? .fenced : .moved
+    let (from, to) = (path(temporary), path(aside))
+    return try await DedicatedThread.localIO.run { () throws(ForwardFailure) -> Fence in
+      if access(to, F_OK) == 0 { return .fenced }
+      guard cbd_renameat2_noreplace(from, to) != 0 else { return .fenced }
+      var code = errno
+      // No RENAME_NOREPLACE on this file system: the aside name is free (looked at above) and
+      // the attempt's alone.
+      if code == EINVAL || code == ENOSYS {
+        guard Glibc.rename(from, to) != 0 else { return .fenced }
+        code = errno
+      }
+      if code == ENOENT { return access(to, F_OK) == 0 ? .fenced : .moved }
+      throw ForwardFailure.from(
+        errno: code, during: .modify, at: place, item: temporary.joined(separator: "/"))
+    }
+  }
+
+  /// Nothing of a killed run is still on its way locally: settled whenever it is there.
+  func isSettled(_ path: RelativePath) async throws -> Bool {
+    try await fileID(at: path) != nil
   }
 
   func removeQuietly(_ relative: RelativePath) async {

@@ -172,21 +172,45 @@ struct SMBFileSystem: DestinationFileSystem {
           do throws(SystemError) {
             try context.rename(root + temporary, to: root + aside)
           } catch  where error.code == ENOENT {
-            return .moved
-          } catch  where error.code == EBUSY {
+            // Gone from its name; an earlier resume's fence, carried out late, may have put it
+            // aside meanwhile.
+            guard try Self.exists(root + aside, in: context) else { return .moved }
+          } catch  where Self.heldByAnother(error.code) {
             return .stillOpen  // A handle that doesn't share deleting is open on it.
           }
         }
         do throws(SystemError) {
           try context.openUnshared(root + aside)
-        } catch  where error.code == EBUSY {
+        } catch  where Self.heldByAnother(error.code) {
           return .stillOpen
+        } catch  where error.code == ENOENT {
+          return .moved  // A rename on a handle still open took it between the two steps.
         }
         return .fenced
       } catch {
         throw failure(error, .modify, temporary)
       }
     }
+  }
+
+  func isSettled(_ path: RelativePath) async throws -> Bool {
+    try await DedicatedThread.smb.run { [context, root] () throws -> Bool in
+      do throws(SystemError) {
+        try context.openUnshared(root + path)
+        return true
+      } catch  where Self.heldByAnother(error.code) || error.code == ENOENT {
+        return false
+      } catch {
+        throw failure(error, .inspect, path)
+      }
+    }
+  }
+
+  /// Whether libsmbclient's errno says another handle stands in the way: a sharing violation
+  /// (`EBUSY`), or a file marked for deletion while a handle keeps it (`STATUS_DELETE_PENDING`,
+  /// which libsmbclient's table doesn't name and reports as `EINVAL`).
+  private static func heldByAnother(_ code: Int32) -> Bool {
+    code == EBUSY || code == EINVAL
   }
 
   private static func exists(
