@@ -110,6 +110,8 @@ let package = Package(
     .testTarget(
       name: "BrowserDropForwardingTests",
       dependencies: ["BrowserDropForwarding", "BrowserDropSystem", "BrowserDropTestSupport"],
+      // Run by LateRenameTests with the .venv's Python.
+      exclude: ["stalled_rename.py"],
       swiftSettings: upcoming),
     .testTarget(
       name: "BrowserDropCommandTests",

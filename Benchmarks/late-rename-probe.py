@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Probe: can a rename that a stalled smbd session still holds be fenced by name?
 
-    .venv/bin/pip install smbprotocol          # not part of scripts/setup.sh: this probe only
+    scripts/setup.sh --test                    # puts smbprotocol in .venv
     BASE=/tmp/bd-probe PORT=14455 scripts/smbd.sh up
     .venv/bin/python Benchmarks/late-rename-probe.py 14455 /tmp/bd-probe
     BASE=/tmp/bd-probe PORT=14455 scripts/smbd.sh down

@@ -66,4 +66,9 @@ if [[ "${1:-}" == "--test" ]]; then
     echo "setup: adding prometheus_client to .venv"
     .venv/bin/pip install -q --disable-pip-version-check prometheus_client
   fi
+  # A stalled smbd session's rename, held open by LateRenameTests (stalled_rename.py).
+  if ! .venv/bin/python -c 'import smbprotocol' 2>/dev/null; then
+    echo "setup: adding smbprotocol to .venv"
+    .venv/bin/pip install -q --disable-pip-version-check smbprotocol
+  fi
 fi

@@ -191,6 +191,75 @@ struct LateRenameTests {
       report.possibleLeftovers.map { "\($0.path) \($0.reason)" } == ["x.txt claimAnswerLost"])
   }
 
+  /// The handle a stalled libsmbclient rename really holds (DELETE access, every sharing mode),
+  /// from a Python smbprotocol client (`stalled_rename.py`): the rename aside goes through it,
+  /// the open that allows no other is refused, and the rename it then carries out late takes
+  /// the file from its aside name to `x.txt`, where the next resume finds it, once.
+  @Test func theHandleAStalledRenameHoldsIsCaughtAndItsRenameTakenOnce() async throws {
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let server = try TestSMBServer.fromEnvironment()
+    let name = uniqueName("stalled")
+    let destination = try server.destination(
+      "private", name, credentials: Credentials(username: "dropper", password: "s3cret"))
+    let folder = server.directory("private/\(name)")
+    let mine = Data("renamed late by the stalled session".utf8)
+    let batch = try scratch.folder("batch", ["x.txt": mine])
+    await #expect(throws: SimulatedCrash.self) {
+      _ = try await Forwarder.stopping(at: .killedBeforeMove).forward(
+        folder: batch, to: destination)
+    }
+    let temporary = try Self.temporary(in: folder)
+    let ready = scratch.root.appendingPathComponent("ready").path
+    #expect(mkfifo(ready, 0o600) == 0)
+    let stalled = try ChildProcess(
+      FileManager.default.currentDirectoryPath + "/.venv/bin/python",
+      [
+        FileManager.default.currentDirectoryPath
+          + "/Tests/BrowserDropForwardingTests/stalled_rename.py",
+        "\(server.port)", "private", "dropper", "s3cret", name, temporary, ready,
+      ], input: .pipe)
+    #expect(await Self.line(from: ready) == "held")
+    let failure = await #expect(throws: ForwardFailure.self) {
+      _ = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
+    }
+    #expect(failure?.kind == .earlierRequestPending, "\(String(describing: failure))")
+    let held = try contents(of: folder)
+    #expect(held["x.txt"] == Data())
+    #expect(held.values.filter { $0 == mine }.count == 1, "\(held.keys.sorted())")
+    // The late request: the claim deleted, then the rename on the old handle.
+    #expect(stalled.write(Data("rename x.txt\n".utf8)))
+    stalled.closeInput()
+    #expect(await stalled.wait(timeout: .seconds(30)) == .exited(0), "\(stalled.errorOutput)")
+    #expect(String(decoding: stalled.output, as: UTF8.self) == "renamed\n")
+    let report = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
+    #expect(try contents(of: folder) == ["x.txt": mine])
+    #expect(report.files.map(\.destination) == ["x.txt"])
+    #expect(report.possibleLeftovers.isEmpty)
+  }
+
+  /// The first line written to the FIFO at `path`, or nil after 30 s: read on a thread of its
+  /// own (the open and the read block).
+  private static func line(from path: String) async -> String? {
+    await withCheckedContinuation { continuation in
+      DispatchQueue.global().async {
+        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else { return continuation.resume(returning: nil) }
+        defer { close(fd) }
+        var ready = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        var text = ""
+        while !text.hasSuffix("\n"), poll(&ready, 1, 30_000) > 0 {
+          var byte: UInt8 = 0
+          let count = read(fd, &byte, 1)
+          if count == 1 { text.append(Character(UnicodeScalar(byte))) } else if count == 0 {
+            break
+          }
+        }
+        continuation.resume(returning: text.hasSuffix("\n") ? String(text.dropLast()) : nil)
+      }
+    }
+  }
+
   @Test func aLateRenameOntoAnEarlierNameOfTheAttemptIsTakenThere() async throws {
     let scratch = try Scratch()
     defer { scratch.remove() }
