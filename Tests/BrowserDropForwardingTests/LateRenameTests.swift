@@ -251,9 +251,8 @@ struct LateRenameTests {
         while !text.hasSuffix("\n"), poll(&ready, 1, 30_000) > 0 {
           var byte: UInt8 = 0
           let count = read(fd, &byte, 1)
-          if count == 1 { text.append(Character(UnicodeScalar(byte))) } else if count == 0 {
-            break
-          }
+          if count == 0 { break }
+          if count == 1 { text.append(Character(UnicodeScalar(byte))) }
         }
         continuation.resume(returning: text.hasSuffix("\n") ? String(text.dropLast()) : nil)
       }
