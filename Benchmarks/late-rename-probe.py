@@ -12,7 +12,8 @@ two still holds the open handle, and the rename it carries out later follows the
 name. Connection A plays that session: it opens the temporary file and keeps the handle;
 connection B then fences by name (renames it aside, or marks it for deletion); then A's late
 rename is sent. The last part checks what does fence it: an open of the file that allows no
-sharing is refused (STATUS_SHARING_VIOLATION) while any other handle is open on it.
+sharing is refused (STATUS_SHARING_VIOLATION) while any other handle is open on it, and one that
+shares reads only is refused beside a rename's handle or a writer but granted beside a reader.
 
 Only 127.0.0.1 is contacted; files are made in the private share of the loopback smbd.
 """
@@ -105,3 +106,32 @@ except SMBResponseException as e:
     print("exclusive open with the late handle open: refused", hex(e.status))
 late.close()
 x = exclusive(b, "u.aside"); print("exclusive open after the late handle closed: ok"); x.close()
+
+print("--- an open for reading that shares reads only, beside each kind of handle")
+for name in os.listdir(SHARE):
+    if name.startswith("s-"):
+        os.unlink(os.path.join(SHARE, name))
+a = connect("a"); b = connect("b")
+o = open_(a, "s-1", FilePipePrinterAccessMask.GENERIC_WRITE, CreateDisposition.FILE_CREATE)
+o.close()
+EVERY = ShareAccess.FILE_SHARE_READ | ShareAccess.FILE_SHARE_WRITE | ShareAccess.FILE_SHARE_DELETE
+kinds = {
+    "a rename's handle (delete access, every sharing mode)": (DEL, EVERY),
+    "a reader (read access, sharing read and write)":
+        (FilePipePrinterAccessMask.FILE_READ_DATA, ShareAccess.FILE_SHARE_READ | ShareAccess.FILE_SHARE_WRITE),
+    "a writer (write access, every sharing mode)": (FilePipePrinterAccessMask.FILE_WRITE_DATA, EVERY),
+}
+for label, (access, sharing) in kinds.items():
+    held = Open(a, "s-1")
+    held.create(ImpersonationLevel.Impersonation, access, FileAttributes.FILE_ATTRIBUTE_NORMAL, sharing,
+                CreateDisposition.FILE_OPEN, CreateOptions.FILE_NON_DIRECTORY_FILE)
+    try:
+        check = Open(b, "s-1")
+        check.create(ImpersonationLevel.Impersonation, FilePipePrinterAccessMask.FILE_READ_DATA,
+                     FileAttributes.FILE_ATTRIBUTE_NORMAL, ShareAccess.FILE_SHARE_READ,
+                     CreateDisposition.FILE_OPEN, CreateOptions.FILE_NON_DIRECTORY_FILE)
+        check.close()
+        print(label + ": granted")
+    except SMBResponseException as e:
+        print(label + ": refused", hex(e.status))
+    held.close()

@@ -152,9 +152,9 @@ void cbd_smbc_setOptionSmbEncryptionLevel(SMBCCTX *context, smbc_smb_encrypt_lev
   smbc.setOptionSmbEncryptionLevel(context, level);
 }
 
-int cbd_smbc_open_unshared(SMBCCTX *context, const char *url) {
+int cbd_smbc_open_sharing_reads(SMBCCTX *context, const char *url) {
   smbc_share_mode before = smbc.getOptionOpenShareMode(context);
-  smbc.setOptionOpenShareMode(context, SMBC_SHAREMODE_DENY_ALL);
+  smbc.setOptionOpenShareMode(context, SMBC_SHAREMODE_DENY_WRITE);
   SMBCFILE *file = smbc.getFunctionOpen(context)(context, url, O_RDONLY, 0);
   int saved = errno;
   smbc.setOptionOpenShareMode(context, before);

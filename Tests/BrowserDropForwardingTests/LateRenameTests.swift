@@ -37,11 +37,11 @@ struct LateRenameTests {
       }
     }
 
-    /// Opens `name` for reading and keeps the handle, as a stalled rename keeps the one it
-    /// opened its source with.
-    func open(_ name: String) async throws -> SMBFile {
+    /// Opens `name` and keeps the handle, as a stalled request keeps the one it opened: for
+    /// writing (`O_RDWR`) unless `flags` say otherwise.
+    func open(_ name: String, flags: Int32 = O_RDWR) async throws -> SMBFile {
       try await DedicatedThread.smb.run { [context, root] () throws -> SMBFile in
-        try context.open(root + [name], flags: O_RDONLY)
+        try context.open(root + [name], flags: flags)
       }
     }
 
@@ -133,7 +133,7 @@ struct LateRenameTests {
   }
 
   /// An earlier resume fenced the upload aside and found a handle open on it: the next one
-  /// checks it there again, by an open that allows no other (refused while any is open).
+  /// checks it there again, by an open that shares reads only (refused beside a writer).
   @Test func anUploadAlreadyAsideIsCheckedAgainForOpenHandles() async throws {
     let scratch = try Scratch()
     defer { scratch.remove() }
@@ -193,7 +193,7 @@ struct LateRenameTests {
 
   /// The handle a stalled libsmbclient rename really holds (DELETE access, every sharing mode),
   /// from a Python smbprotocol client (`stalled_rename.py`): the rename aside goes through it,
-  /// the open that allows no other is refused, and the rename it then carries out late takes
+  /// the open that shares reads only is refused, and the rename it then carries out late takes
   /// the file from its aside name to `x.txt`, where the next resume finds it, once.
   @Test func theHandleAStalledRenameHoldsIsCaughtAndItsRenameTakenOnce() async throws {
     let scratch = try Scratch()
@@ -257,6 +257,29 @@ struct LateRenameTests {
         continuation.resume(returning: text.hasSuffix("\n") ? String(text.dropLast()) : nil)
       }
     }
+  }
+
+  /// A reader of the delivered file (a preview, a virus scanner) does not hold the resume up:
+  /// only a handle that could write, delete or rename it does.
+  @Test func aReaderOfTheMovedFileDoesNotHoldTheResumeUp() async throws {
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let (destination, folder) = try Self.smbDestination(scratch)
+    let mine = Data("moved, its answer lost, being read".utf8)
+    let batch = try scratch.folder("batch", ["x.txt": mine])
+    await #expect(throws: ForwardFailure.self) {
+      _ = try await Forwarder.stopping(at: .moveAnswerLostAfterMove).forward(
+        folder: batch, to: destination)
+    }
+    #expect(try contents(of: folder) == ["x.txt": mine])
+    let other = try await OtherConnection(destination)
+    let reader = try await other.open("x.txt", flags: O_RDONLY)
+    let report = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
+    await other.close(reader)
+    await other.free()
+    #expect(report.files.map(\.destination) == ["x.txt"])
+    #expect(report.resumedFiles == 1)
+    #expect(try contents(of: folder) == ["x.txt": mine])
   }
 
   @Test func aLateRenameOntoAnEarlierNameOfTheAttemptIsTakenThere() async throws {

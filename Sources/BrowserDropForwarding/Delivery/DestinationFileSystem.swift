@@ -59,12 +59,13 @@ protocol DestinationFileSystem: Sendable {
   /// stalled server can carry out a rename long after the client gave up on it, and
   /// libsmbclient renames an open handle, which follows the file to any name: so the file is
   /// first renamed to `aside` (a later open by its old name finds nothing), then opened there
-  /// allowing no other open, which the server refuses while any handle is still open on it.
+  /// sharing it with readers only, which the server refuses while a handle that may write,
+  /// delete or rename it (a rename's handle asks for delete access) is still open on it.
   /// `aside` is this attempt's alone; a file already there (an earlier fence) is checked again.
   func fence(_ temporary: RelativePath, aside: RelativePath) async throws -> Fence
-  /// Whether the file at `path` is there with no other handle open on it, so that no move sent
-  /// earlier can still take it (SMB: an open that allows no other is granted). False when
-  /// another handle is open, or nothing is there.
+  /// Whether the file at `path` is there with no handle open on it that could still move it
+  /// (SMB: an open sharing it with readers only is granted; readers don't count). False when
+  /// such a handle is open, or nothing is there.
   func isSettled(_ path: RelativePath) async throws -> Bool
   /// Removes a file, ignoring failures: used to clean up after an error.
   func removeQuietly(_ path: RelativePath) async

@@ -231,10 +231,11 @@ final class SMBContext: @unchecked Sendable {
     }
   }
 
-  /// Opens `path` allowing no other open of it at the same time, and closes it: throws `EBUSY`
-  /// while any other handle, of any connection, is open on the file.
-  func openUnshared(_ path: RelativePath) throws(SystemError) {
-    guard cbd_smbc_open_unshared(context, url(path)) == 0 else {
+  /// Opens `path` for reading, sharing it with readers only, and closes it: throws `EBUSY`
+  /// while a handle of any connection that may write, delete or rename the file is open on it
+  /// (a rename's handle asks for delete access); readers don't stand in the way.
+  func openSharingReads(_ path: RelativePath) throws(SystemError) {
+    guard cbd_smbc_open_sharing_reads(context, url(path)) == 0 else {
       throw SystemError.last("smbc_open")
     }
   }

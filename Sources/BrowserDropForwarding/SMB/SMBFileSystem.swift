@@ -180,13 +180,18 @@ struct SMBFileSystem: DestinationFileSystem {
           }
         }
         do throws(SystemError) {
-          try context.openUnshared(root + aside)
+          try context.openSharingReads(root + aside)
         } catch  where Self.heldByAnother(error.code) {
           return .stillOpen
         } catch  where error.code == ENOENT {
           return .moved  // A rename on a handle still open took it between the two steps.
         }
         return .fenced
+      } catch  where error.code == EINVAL {
+        // libsmbclient's errno for a status its table doesn't name (a deletion waiting for a
+        // handle, a lost session): not a name the destination refuses.
+        throw ForwardFailure(
+          kind: .other, place: place, item: temporary.joined(separator: "/"), errno: error.code)
       } catch {
         throw failure(error, .modify, temporary)
       }
@@ -196,7 +201,7 @@ struct SMBFileSystem: DestinationFileSystem {
   func isSettled(_ path: RelativePath) async throws -> Bool {
     try await DedicatedThread.smb.run { [context, root] () throws -> Bool in
       do throws(SystemError) {
-        try context.openUnshared(root + path)
+        try context.openSharingReads(root + path)
         return true
       } catch  where Self.heldByAnother(error.code) || error.code == ENOENT {
         return false
@@ -207,10 +212,9 @@ struct SMBFileSystem: DestinationFileSystem {
   }
 
   /// Whether libsmbclient's errno says another handle stands in the way: a sharing violation
-  /// (`EBUSY`), or a file marked for deletion while a handle keeps it (`STATUS_DELETE_PENDING`,
-  /// which libsmbclient's table doesn't name and reports as `EINVAL`).
+  /// (`EBUSY`).
   private static func heldByAnother(_ code: Int32) -> Bool {
-    code == EBUSY || code == EINVAL
+    code == EBUSY
   }
 
   private static func exists(

@@ -66,11 +66,11 @@ void cbd_smbc_setPort(SMBCCTX *context, uint16_t port);
 void cbd_smbc_setTimeout(SMBCCTX *context, int timeout);
 /// smbc_getTimeout: the milliseconds the context waits, as libsmbclient holds them.
 int cbd_smbc_getTimeout(SMBCCTX *context);
-/// Opens the file at `url` for reading while allowing no other open of it (SMB share access
-/// none: `SMBC_SHAREMODE_DENY_ALL`), then closes it; the context's share mode is restored
-/// whatever happens. 0 when the open succeeded; -1 with errno otherwise (`EBUSY` for a sharing
-/// violation: another handle, of any connection, is open on the file).
-int cbd_smbc_open_unshared(SMBCCTX *context, const char *url);
+/// Opens the file at `url` for reading, sharing it with readers only (SMB share access read:
+/// `SMBC_SHAREMODE_DENY_WRITE`), then closes it; the context's share mode is restored whatever
+/// happens. 0 when the open succeeded; -1 with errno otherwise (`EBUSY` for a sharing violation:
+/// a handle of any connection that may write, delete or rename the file is open on it).
+int cbd_smbc_open_sharing_reads(SMBCCTX *context, const char *url);
 /// smbc_setOptionProtocols: the lowest and highest protocol to negotiate (e.g. "SMB2",
 /// "SMB3"); false when not accepted.
 smbc_bool cbd_smbc_setOptionProtocols(
