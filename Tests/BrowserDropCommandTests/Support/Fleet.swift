@@ -220,15 +220,20 @@ struct Fleet {
     for digest in digests { found[digest, default: 0] += 1 }
     // Empty files at names a kiosk reported as possible leftovers of its claims (a claim it
     // could not prove its own, so it left it and said so) are counted apart, but only at names
-    // no kiosk delivered to: every delivery is in a `forwarded` event, under its own name or in
-    // `renamed`. Any other empty file beyond the empty uploads is a duplicate.
+    // no kiosk delivered an empty upload to: every delivery is in a `forwarded` event, under
+    // its own name or in `renamed`, and only `empty.txt` is empty, so an empty file at a name
+    // of `big.bin` or `note.txt` is never one (a killed kiosk may have delivered `empty.txt`
+    // under its own name without saying so, hence that name is never excused). Any other empty
+    // file beyond the empty uploads is a duplicate.
     let forwarded = everyProcess.flatMap { $0.process.events }.filter { $0.event == "forwarded" }
     let reported = Set(
       forwarded.flatMap { ($0["possibleLeftovers"] as? [[String: String]]) ?? [] }
         .compactMap { $0["path"] })
+    let emptySource = Self.fileNames[2]
     let deliveredTo = Set(
-      forwarded.flatMap { ($0["renamed"] as? [[String: String]]) ?? [] }.compactMap { $0["to"] }
-    ).union(Self.fileNames)
+      forwarded.flatMap { ($0["renamed"] as? [[String: String]]) ?? [] }
+        .filter { $0["from"] == emptySource }.compactMap { $0["to"] }
+    ).union([emptySource])
     counts.reported =
       zip(visible, digests).filter {
         reported.contains($0.0) && !deliveredTo.contains($0.0) && $0.1 == Self.emptyDigest
