@@ -53,25 +53,30 @@ final class ResidualLibmagic: Sendable {
     madvise(mapped.base, mapped.size, MADV_DONTNEED)
   }
 
-  /// libmagic's answer for `bytes` from a smaller database when the screen shows it is the
-  /// whole database's answer; `nil` when the whole database must be asked.
-  func identifyIfCleared(_ bytes: UnsafeRawBufferPointer) -> String? {
+  /// `read` applied to libmagic's answer for `bytes` from a smaller database when the screen
+  /// shows it is the whole database's answer; `nil` when the whole database must be asked, and
+  /// when libmagic reports an error.
+  func identifyIfCleared<T: Sendable>(
+    _ bytes: UnsafeRawBufferPointer, _ read: (UnsafePointer<CChar>) -> T
+  ) -> T? {
     switch verdict(bytes) {
     case .wholeDatabase: nil
-    case .residual: residual.identify(bytes)
-    case .unscreened: unscreened.identify(bytes)
+    case .residual: residual.identify(bytes, read)
+    case .unscreened: unscreened.identify(bytes, read)
     }
   }
 
-  /// Like ``identifyIfCleared(_:)``, but never waits for a handle: `nil` when the whole
+  /// Like ``identifyIfCleared(_:_:)``, but never waits for a handle: `nil` when the whole
   /// database must be asked, every small database's handle is busy, or libmagic reports an
   /// error. A small database's walk is short (about 0.1M instructions on 16 KiB of random
   /// data), so this may run where waiting may not.
-  func identifyIfClearedWithoutWaiting(_ bytes: UnsafeRawBufferPointer) -> String? {
+  func identifyIfClearedWithoutWaiting<T: Sendable>(
+    _ bytes: UnsafeRawBufferPointer, _ read: (UnsafePointer<CChar>) -> T
+  ) -> T? {
     switch verdict(bytes) {
     case .wholeDatabase: nil
-    case .residual: residual.identifyWithoutWaiting(bytes)
-    case .unscreened: unscreened.identifyWithoutWaiting(bytes)
+    case .residual: residual.identifyWithoutWaiting(bytes, read)
+    case .unscreened: unscreened.identifyWithoutWaiting(bytes, read)
     }
   }
 
