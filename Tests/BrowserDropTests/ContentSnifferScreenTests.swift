@@ -35,6 +35,34 @@ struct ContentSnifferScreenTests {
     }
   }
 
+  /// Building the screen while the mapping drops the pages each pass has gone past gives the
+  /// same screen: the same databases, counts and verdicts; every record is handed over.
+  @Test func droppingPagesWhileBuildingChangesNothing() throws {
+    let database = try #require(MappedDatabase(for: nil))
+    let magic = try #require(
+      CompiledMagic(base: UnsafeRawPointer(database.base), size: database.size))
+    var kept = try #require(SoftMagicScreen(magic))
+    var handedOver = 0
+    var dropped = try #require(
+      SoftMagicScreen(
+        magic,
+        release: { records in
+          handedOver += records.count
+          ResidualLibmagic.release(records, of: database)
+        }))
+    // Both passes over set 0, and set 1 once.
+    #expect(handedOver == 2 * magic.walkedCount + magic.namedCount)
+    #expect(kept.ruleCounts == dropped.ruleCounts && kept.minimumLength == dropped.minimumLength)
+    var generator = SeededGenerator(seed: 0xD20B)
+    for _ in 0..<200 {
+      let body = generator.bytes(16_384)
+      body.withUnsafeBytes { #expect(kept.verdict($0) == dropped.verdict($0)) }
+    }
+    let before = kept.takeDatabases()
+    let after = dropped.takeDatabases()
+    #expect(before.residual == after.residual && before.unscreened == after.unscreened)
+  }
+
   /// Random bodies of every length up to 64 KiB, most of them binary: the sniffer's answer is
   /// the whole database's answer, and almost every 16 KiB body is answered without it.
   @Test func randomBodiesGetTheWholeDatabasesAnswer() async throws {

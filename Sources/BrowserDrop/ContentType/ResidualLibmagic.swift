@@ -26,7 +26,7 @@ final class ResidualLibmagic: Sendable {
   init?(database mapped: MappedDatabase?, handleCount: Int, flags: Int32) {
     guard let mapped, magic_version() == Self.checkedVersion,
       let magic = CompiledMagic(base: UnsafeRawPointer(mapped.base), size: mapped.size),
-      var screen = SoftMagicScreen(magic)
+      var screen = SoftMagicScreen(magic, release: { Self.release($0, of: mapped) })
     else { return nil }
     let databases = screen.takeDatabases()
     let flags = flags | MAGIC_NO_CHECK_ENCODING | MAGIC_NO_CHECK_TEXT
@@ -51,6 +51,19 @@ final class ResidualLibmagic: Sendable {
     // known format does). The mapping is native-endian (`CompiledMagic` checked), so libmagic
     // never wrote to it and nothing is lost.
     madvise(mapped.base, mapped.size, MADV_DONTNEED)
+  }
+
+  /// Drops the pages that lie wholly inside `records` of the mapping. It is private and
+  /// native-endian (`CompiledMagic` checked), so libmagic never wrote to it: a page read again
+  /// comes back from the page cache as it was.
+  static func release(_ records: Range<Int>, of mapped: MappedDatabase) {
+    let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+    let start = (records.lowerBound + 1) * CompiledMagic.entrySize
+    let end = min((records.upperBound + 1) * CompiledMagic.entrySize, mapped.size)
+    let first = (start + page - 1) / page * page
+    let last = end / page * page
+    guard last > first else { return }
+    madvise(mapped.base + first, last - first, MADV_DONTNEED)
   }
 
   /// `read` applied to libmagic's answer for `bytes` from a smaller database when the screen
