@@ -113,6 +113,32 @@ struct ContentSnifferScreenTests {
     print("planted signatures: \(report.total), \(report.verdicts)")
   }
 
+  /// A test's key byte (the byte the screen looks it up by instead of running it) is one every
+  /// match has: with each rule's value planted in random data, every test that may match there
+  /// finds its key byte in place, masked integers (keyed by a later byte) included.
+  @Test func everyMatchHasItsKeyByte() throws {
+    let database = try #require(MappedDatabase(for: nil))
+    let magic = try #require(
+      CompiledMagic(base: UnsafeRawPointer(database.base), size: database.size))
+    var generator = SeededGenerator(seed: 0x4B45)
+    var checked = 0
+    var keyedPastTheStart = 0
+    for rule in magic.walkedRules {
+      let entry = magic.entry(rule.lowerBound)
+      guard let test = SoftMagicTest(entry), let key = test.key,
+        let planted = Self.plant(entry, using: &generator)
+      else { continue }
+      planted.withUnsafeBytes { bytes in
+        guard test.mayMatch(bytes) else { return }
+        checked += 1
+        if key.position != Int(entry.offset) { keyedPastTheStart += 1 }
+        #expect(bytes[key.position] == key.byte, "rule at \(rule)")
+      }
+    }
+    #expect(checked > 2_500)
+    #expect(keyedPastTheStart > 50, "the masked a.out and SPARC tests")
+  }
+
   /// libmagic reads a buffer as text unless a NUL byte comes before its last non-NUL byte and
   /// no byte-order mark or UTF-7 signature starts it.
   @Test func onlyBinaryDataIsScreened() {

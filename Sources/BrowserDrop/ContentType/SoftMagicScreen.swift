@@ -178,6 +178,8 @@ struct SoftMagicScreen: Sendable {
     var weakMayMatch = false
     func check(_ index: Int32) -> Bool {
       let index = Int(index)
+      // Once one weak test may match, the others can change nothing: skip them.
+      if weakMayMatch && !strong[index] { return true }
       guard tests[index].mayMatch(bytes) else { return true }
       if strong[index] { return false }
       weakMayMatch = true

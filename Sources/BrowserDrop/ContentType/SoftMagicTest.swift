@@ -307,24 +307,27 @@ struct SoftMagicTest: Sendable {
     }
   }
 
-  /// The first byte in memory an equality with no operator (or an `&` keeping that whole
-  /// byte) requires.
+  /// A byte in memory an equality with no operator, or with an `&` keeping that whole byte,
+  /// requires: the first byte the mask keeps whole. The masked value's byte there is the byte
+  /// read, so the test fails unless it is the value's byte.
   private static func integerKey(
     offset: Int, width: Int, order: ByteOrder, entry: MagicEntry, strength: Double
   ) -> (Int, UInt8)? {
     guard entry.relation == UInt8(ascii: "="), entry.maskOperator & 0x40 == 0, strength > 0
     else { return nil }
-    let shift: UInt64 =
-      switch order {
-      case .little: 0
-      case .big: UInt64(8 * (width - 1))
-      case .middle: 16
-      }
-    if entry.mask != 0 {
-      guard entry.maskOperator & 0x07 == 0, (entry.mask >> shift) & 0xFF == 0xFF else {
-        return nil
+    guard entry.mask == 0 || entry.maskOperator & 0x07 == 0 else { return nil }
+    for byte in 0..<width {
+      // Where the `byte`th byte in memory lands in the value read.
+      let shift: UInt64 =
+        switch order {
+        case .little: UInt64(8 * byte)
+        case .big: UInt64(8 * (width - 1 - byte))
+        case .middle: [16, 24, 0, 8][byte]
+        }
+      if entry.mask == 0 || (entry.mask >> shift) & 0xFF == 0xFF {
+        return (offset + byte, UInt8(truncatingIfNeeded: entry.number >> shift))
       }
     }
-    return (offset, UInt8(truncatingIfNeeded: entry.number >> shift))
+    return nil
   }
 }
