@@ -35,6 +35,34 @@ struct ContentSnifferScreenTests {
     }
   }
 
+  /// Building the screen while the mapping drops the pages each pass has gone past gives the
+  /// same screen: the same databases, counts and verdicts; every record is handed over.
+  @Test func droppingPagesWhileBuildingChangesNothing() throws {
+    let database = try #require(MappedDatabase(for: nil))
+    let magic = try #require(
+      CompiledMagic(base: UnsafeRawPointer(database.base), size: database.size))
+    var kept = try #require(SoftMagicScreen(magic))
+    var handedOver = 0
+    var dropped = try #require(
+      SoftMagicScreen(
+        magic,
+        release: { records in
+          handedOver += records.count
+          ResidualLibmagic.release(records, of: database)
+        }))
+    // Both passes over set 0, and set 1 once.
+    #expect(handedOver == 2 * magic.walkedCount + magic.namedCount)
+    #expect(kept.ruleCounts == dropped.ruleCounts && kept.minimumLength == dropped.minimumLength)
+    var generator = SeededGenerator(seed: 0xD20B)
+    for _ in 0..<200 {
+      let body = generator.bytes(16_384)
+      body.withUnsafeBytes { #expect(kept.verdict($0) == dropped.verdict($0)) }
+    }
+    let before = kept.takeDatabases()
+    let after = dropped.takeDatabases()
+    #expect(before.residual == after.residual && before.unscreened == after.unscreened)
+  }
+
   /// Random bodies of every length up to 64 KiB, most of them binary: the sniffer's answer is
   /// the whole database's answer, and almost every 16 KiB body is answered without it.
   @Test func randomBodiesGetTheWholeDatabasesAnswer() async throws {
@@ -56,6 +84,10 @@ struct ContentSnifferScreenTests {
     #expect(report.differentFromUnknown > 0, "libmagic's weak guesses should occur")
     let cleared = report.verdicts[.residual, default: 0] + report.verdicts[.unscreened, default: 0]
     #expect(Double(cleared) / Double(report.total) > 0.97, "\(report.verdicts)")
+    // Most random bodies wake no weak rule's printing line: the unscreened rules answer.
+    #expect(
+      report.verdicts[.unscreened, default: 0] > report.verdicts[.residual, default: 0],
+      "\(report.verdicts)")
     print(
       "random bodies: \(report.total), \(report.verdicts), not unknown to libmagic: "
         + "\(report.differentFromUnknown)")
@@ -83,6 +115,67 @@ struct ContentSnifferScreenTests {
     #expect(report.total > 2_500)
     #expect(report.verdicts[.wholeDatabase, default: 0] > 2_000, "\(report.verdicts)")
     print("planted signatures: \(report.total), \(report.verdicts)")
+  }
+
+  /// A test's key byte (the byte the screen looks it up by instead of running it) is one every
+  /// match has: with each rule's value planted in random data, every test that may match there
+  /// finds its key byte in place, masked integers (keyed by a later byte) included.
+  @Test func everyMatchHasItsKeyByte() throws {
+    let database = try #require(MappedDatabase(for: nil))
+    let magic = try #require(
+      CompiledMagic(base: UnsafeRawPointer(database.base), size: database.size))
+    var generator = SeededGenerator(seed: 0x4B45)
+    var checked = 0
+    var keyedPastTheStart = 0
+    for rule in magic.walkedRules {
+      let entry = magic.entry(rule.lowerBound)
+      guard let test = SoftMagicTest(entry), let key = test.key,
+        let planted = Self.plant(entry, using: &generator)
+      else { continue }
+      planted.withUnsafeBytes { bytes in
+        guard test.mayMatch(bytes) else { return }
+        checked += 1
+        if key.position != Int(entry.offset) { keyedPastTheStart += 1 }
+        #expect(bytes[key.position] == key.byte, "rule at \(rule)")
+      }
+    }
+    #expect(checked > 2_500)
+    #expect(keyedPastTheStart > 50, "the masked a.out and SPARC tests")
+  }
+
+  /// Every line of every rule the screen may leave out, its ancestors' values and its own planted
+  /// in random data (each a line that prints, sets a MIME type or does more than compare, and
+  /// so decides whether the rule acts): the answer is still the whole database's, whichever
+  /// small database the screen picks.
+  @Test func plantedRulePathsGetTheWholeDatabasesAnswer() async throws {
+    let sniffer = self.sniffer
+    let residual = try #require(sniffer.residual)
+    let database = try #require(MappedDatabase(for: nil))
+    let report = await offTheCooperativePool { () -> ScreenReport in
+      let magic = CompiledMagic(base: UnsafeRawPointer(database.base), size: database.size)!
+      var generator = SeededGenerator(seed: 0xEFFE_C75)
+      var report = ScreenReport()
+      for rule in magic.walkedRules {
+        let top = magic.entry(rule.lowerBound)
+        guard top.flags & MagicEntry.Flag.binaryTest != 0,
+          let test = SoftMagicTest(top), test.strength < SoftMagicScreen.strengthThreshold
+        else { continue }
+        var stack: [Int] = []
+        for index in rule {
+          let entry = magic.entry(index)
+          stack.removeLast(max(0, stack.count - entry.level))
+          stack.append(index)
+          guard entry.hasDescription || entry.hasMIMEType || entry.type == 46 else { continue }
+          var body = generator.bytes(16_384)
+          for line in stack { _ = Self.plant(magic.entry(line), into: &body) }
+          report.check(body, sniffer: sniffer, residual: residual, label: "line \(index)")
+        }
+      }
+      return report
+    }
+    #expect(report.mismatches.isEmpty, "\(report.mismatches.prefix(5))")
+    #expect(report.total > 500)
+    print("planted rule paths: \(report.total), \(report.verdicts)")
   }
 
   /// libmagic reads a buffer as text unless a NUL byte comes before its last non-NUL byte and
@@ -124,9 +217,14 @@ struct ContentSnifferScreenTests {
     _ entry: MagicEntry, using generator: inout SeededGenerator
   ) -> [UInt8]? {
     var body = generator.bytes(16_384)
+    return plant(entry, into: &body) ? body : nil
+  }
+
+  /// Writes `entry`'s value at its offset in `body`; `false` when it has none to plant.
+  private static func plant(_ entry: MagicEntry, into body: inout [UInt8]) -> Bool {
     let offset = Int(entry.offset)
     guard entry.flags & 0x87 == 0, entry.relation == UInt8(ascii: "="), offset >= 0 else {
-      return nil
+      return false
     }
     var value: [UInt8]
     switch entry.type {
@@ -139,11 +237,11 @@ struct ContentSnifferScreenTests {
     case 26: value = le(entry.number, 8).reversed()
     case 5, 20, 49:
       value = Array(entry.value(count: entry.type == 49 ? 16 : entry.valueLength))
-    default: return nil
+    default: return false
     }
-    guard !value.isEmpty, offset + value.count <= body.count else { return nil }
+    guard !value.isEmpty, offset + value.count <= body.count else { return false }
     body.replaceSubrange(offset..<(offset + value.count), with: value)
-    return body
+    return true
   }
 
   private static func le(_ number: UInt64, _ width: Int) -> [UInt8] {

@@ -55,13 +55,33 @@ struct CompiledMagic {
   /// The records of set 1 grouped into named rules.
   var namedRules: [Range<Int>] { rules(in: walkedCount..<(walkedCount + namedCount)) }
 
-  private func rules(in records: Range<Int>) -> [Range<Int>] {
+  /// How many records a pass over the database reads before it hands them to its `release`
+  /// (about 1 MiB).
+  static let releaseStride = 2_800
+
+  /// ``walkedRules``, handing every ``releaseStride`` records read, and the last ones, to
+  /// `release`.
+  func walkedRules(release: (Range<Int>) -> Void) -> [Range<Int>] {
+    rules(in: 0..<walkedCount, release: release)
+  }
+
+  private func rules(
+    in records: Range<Int>, release: (Range<Int>) -> Void = { _ in }
+  ) -> [Range<Int>] {
     var rules: [Range<Int>] = []
     var start = records.lowerBound
-    for index in records where index > start && entry(index).level == 0 {
-      rules.append(start..<index)
-      start = index
+    var unreleased = records.lowerBound
+    for index in records {
+      if index - unreleased >= Self.releaseStride {
+        release(unreleased..<index)
+        unreleased = index
+      }
+      if index > start && entry(index).level == 0 {
+        rules.append(start..<index)
+        start = index
+      }
     }
+    release(unreleased..<records.upperBound)
     if start < records.upperBound { rules.append(start..<records.upperBound) }
     return rules
   }

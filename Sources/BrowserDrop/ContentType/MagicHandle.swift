@@ -52,21 +52,33 @@ final class MagicHandle: Sendable {
   /// libmagic's answer for `bytes`, or `nil` when it reports an error; waits while another
   /// thread uses the handle (`magic_buffer`).
   func identify(_ bytes: UnsafeRawBufferPointer) -> String? {
-    cookie.withLock { Self.identify(bytes, with: $0.pointer) }
+    identify(bytes) { String(cString: $0) }
   }
 
-  /// Like ``identify(_:)`` but returns `.none` at once when the handle is busy.
-  func identifyIfFree(_ bytes: UnsafeRawBufferPointer) -> String?? {
-    cookie.withLockIfAvailable { Self.identify(bytes, with: $0.pointer) }
+  /// `read` applied to libmagic's answer for `bytes` (valid only during the call), or `nil`
+  /// when libmagic reports an error; waits while another thread uses the handle
+  /// (`magic_buffer`).
+  func identify<T: Sendable>(
+    _ bytes: UnsafeRawBufferPointer, _ read: (UnsafePointer<CChar>) -> T
+  ) -> T? {
+    cookie.withLock { Self.identify(bytes, with: $0.pointer, read) }
   }
 
-  private static func identify(
-    _ bytes: UnsafeRawBufferPointer, with cookie: OpaquePointer
-  ) -> String? {
+  /// Like ``identify(_:_:)`` but returns `.none` at once when the handle is busy.
+  func identifyIfFree<T: Sendable>(
+    _ bytes: UnsafeRawBufferPointer, _ read: (UnsafePointer<CChar>) -> T
+  ) -> T?? {
+    cookie.withLockIfAvailable { Self.identify(bytes, with: $0.pointer, read) }
+  }
+
+  private static func identify<T: Sendable>(
+    _ bytes: UnsafeRawBufferPointer, with cookie: OpaquePointer,
+    _ read: (UnsafePointer<CChar>) -> T
+  ) -> T? {
     // An empty buffer may have no base address; libmagic wants a pointer anyway.
     withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1) { spare in
       magic_buffer(cookie, bytes.baseAddress ?? UnsafeRawPointer(spare.baseAddress!), bytes.count)
-        .map { String(cString: $0) }
+        .map(read)
     }
   }
 }
@@ -83,25 +95,29 @@ final class MagicHandles: Sendable {
     self.handles = handles
   }
 
-  /// libmagic's answer from the first free handle, or from the next one in turn (waiting for
-  /// it) when all are busy.
-  func identify(_ bytes: UnsafeRawBufferPointer) -> String? {
+  /// `read` applied to libmagic's answer from the first free handle, or from the next one in
+  /// turn (waiting for it) when all are busy; `nil` when libmagic reports an error.
+  func identify<T: Sendable>(
+    _ bytes: UnsafeRawBufferPointer, _ read: (UnsafePointer<CChar>) -> T
+  ) -> T? {
     let start = next.wrappingAdd(1, ordering: .relaxed).oldValue & Int.max
     for offset in 0..<handles.count {
-      if let answer = handles[(start + offset) % handles.count].identifyIfFree(bytes) {
+      if let answer = handles[(start + offset) % handles.count].identifyIfFree(bytes, read) {
         return answer
       }
     }
-    return handles[start % handles.count].identify(bytes)
+    return handles[start % handles.count].identify(bytes, read)
   }
 
-  /// libmagic's answer from the first free handle; `nil` at once when every handle is busy,
-  /// and when libmagic reports an error (the caller then asks again where it may wait, as
-  /// ``identify(_:)``'s callers do).
-  func identifyWithoutWaiting(_ bytes: UnsafeRawBufferPointer) -> String? {
+  /// `read` applied to libmagic's answer from the first free handle; `nil` at once when every
+  /// handle is busy, and when libmagic reports an error (the caller then asks again where it
+  /// may wait, as ``identify(_:_:)``'s callers do).
+  func identifyWithoutWaiting<T: Sendable>(
+    _ bytes: UnsafeRawBufferPointer, _ read: (UnsafePointer<CChar>) -> T
+  ) -> T? {
     let start = next.wrappingAdd(1, ordering: .relaxed).oldValue & Int.max
     for offset in 0..<handles.count {
-      if let answer = handles[(start + offset) % handles.count].identifyIfFree(bytes) {
+      if let answer = handles[(start + offset) % handles.count].identifyIfFree(bytes, read) {
         return answer
       }
     }

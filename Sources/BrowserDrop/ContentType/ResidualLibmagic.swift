@@ -26,7 +26,7 @@ final class ResidualLibmagic: Sendable {
   init?(database mapped: MappedDatabase?, handleCount: Int, flags: Int32) {
     guard let mapped, magic_version() == Self.checkedVersion,
       let magic = CompiledMagic(base: UnsafeRawPointer(mapped.base), size: mapped.size),
-      var screen = SoftMagicScreen(magic)
+      var screen = SoftMagicScreen(magic, release: { Self.release($0, of: mapped) })
     else { return nil }
     let databases = screen.takeDatabases()
     let flags = flags | MAGIC_NO_CHECK_ENCODING | MAGIC_NO_CHECK_TEXT
@@ -53,25 +53,43 @@ final class ResidualLibmagic: Sendable {
     madvise(mapped.base, mapped.size, MADV_DONTNEED)
   }
 
-  /// libmagic's answer for `bytes` from a smaller database when the screen shows it is the
-  /// whole database's answer; `nil` when the whole database must be asked.
-  func identifyIfCleared(_ bytes: UnsafeRawBufferPointer) -> String? {
+  /// Drops the pages that lie wholly inside `records` of the mapping. It is private and
+  /// native-endian (`CompiledMagic` checked), so libmagic never wrote to it: a page read again
+  /// comes back from the page cache as it was.
+  static func release(_ records: Range<Int>, of mapped: MappedDatabase) {
+    let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+    let start = (records.lowerBound + 1) * CompiledMagic.entrySize
+    let end = min((records.upperBound + 1) * CompiledMagic.entrySize, mapped.size)
+    let first = (start + page - 1) / page * page
+    let last = end / page * page
+    guard last > first else { return }
+    madvise(mapped.base + first, last - first, MADV_DONTNEED)
+  }
+
+  /// `read` applied to libmagic's answer for `bytes` from a smaller database when the screen
+  /// shows it is the whole database's answer; `nil` when the whole database must be asked, and
+  /// when libmagic reports an error.
+  func identifyIfCleared<T: Sendable>(
+    _ bytes: UnsafeRawBufferPointer, _ read: (UnsafePointer<CChar>) -> T
+  ) -> T? {
     switch verdict(bytes) {
     case .wholeDatabase: nil
-    case .residual: residual.identify(bytes)
-    case .unscreened: unscreened.identify(bytes)
+    case .residual: residual.identify(bytes, read)
+    case .unscreened: unscreened.identify(bytes, read)
     }
   }
 
-  /// Like ``identifyIfCleared(_:)``, but never waits for a handle: `nil` when the whole
+  /// Like ``identifyIfCleared(_:_:)``, but never waits for a handle: `nil` when the whole
   /// database must be asked, every small database's handle is busy, or libmagic reports an
   /// error. A small database's walk is short (about 0.1M instructions on 16 KiB of random
   /// data), so this may run where waiting may not.
-  func identifyIfClearedWithoutWaiting(_ bytes: UnsafeRawBufferPointer) -> String? {
+  func identifyIfClearedWithoutWaiting<T: Sendable>(
+    _ bytes: UnsafeRawBufferPointer, _ read: (UnsafePointer<CChar>) -> T
+  ) -> T? {
     switch verdict(bytes) {
     case .wholeDatabase: nil
-    case .residual: residual.identifyWithoutWaiting(bytes)
-    case .unscreened: unscreened.identifyWithoutWaiting(bytes)
+    case .residual: residual.identifyWithoutWaiting(bytes, read)
+    case .unscreened: unscreened.identifyWithoutWaiting(bytes, read)
     }
   }
 

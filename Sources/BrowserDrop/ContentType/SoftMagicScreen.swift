@@ -15,9 +15,11 @@
 /// A rule whose first test fails contributes nothing to libmagic's walk: it neither prints nor
 /// stops it. So when no strong test can match, libmagic on a database of the weak and
 /// unscreened rules alone (copied in their order, with the named rules they `use`) gives the
-/// whole database's answer; when no weak test can match either, a database of the unscreened
-/// rules alone does. One exception is checked: an `indirect` line walks the whole database from
-/// another offset, so reaching one in the copied rules needs the whole database.
+/// whole database's answer; when no weak rule can act either (its first test fails, or so does
+/// a test on the way to each of its lines that could print or stop the walk:
+/// ``effectPaths(in:magic:)``), a database of the unscreened rules alone does. One exception is
+/// checked: an `indirect` line walks the whole database from another offset, so reaching one in
+/// the copied rules needs the whole database.
 struct SoftMagicScreen: Sendable {
   /// Tests that pin down fewer bits than this are weak.
   static let strengthThreshold: Double = 16
@@ -26,7 +28,7 @@ struct SoftMagicScreen: Sendable {
   enum Verdict: Sendable, Equatable {
     /// A strong rule may match: only the whole database answers.
     case wholeDatabase
-    /// A weak rule may match: ``SoftMagicScreen/residualDatabase``.
+    /// A weak rule may act: ``SoftMagicScreen/residualDatabase``.
     case residual
     /// Only unscreened rules may match: ``SoftMagicScreen/unscreenedDatabase``.
     case unscreened
@@ -35,6 +37,8 @@ struct SoftMagicScreen: Sendable {
   private let tests: [SoftMagicTest]
   /// Whether each test is strong.
   private let strong: [Bool]
+  /// For each weak test, its rule's ``effectPaths(in:magic:)`` (empty for strong tests).
+  private let effects: [[[SoftMagicTest]]]
   /// Tests without a key byte, run every time.
   private let unkeyed: [Int32]
   /// The positions key bytes are read at, ascending.
@@ -60,12 +64,24 @@ struct SoftMagicScreen: Sendable {
   /// Sorts `magic`'s rules; `nil` when an `indirect` line in the copied rules could be reached on
   /// any data, or a copied 16-bit string test at a relative or indirect offset could read bytes
   /// left by another rule, so the copies could never answer alone.
-  init?(_ magic: CompiledMagic) {
+  ///
+  /// The passes over all of set 0 hand the records they have gone past to `release`, in runs of
+  /// about 1 MiB, and set 1 is handed over once the named rules are sorted. A mapped database
+  /// may then drop those pages (the few records read again later come back from the page
+  /// cache), so building the screen does not hold the whole file in memory at once: 8 MiB for
+  /// Debian 12's database, which set the server's peak resident set.
+  init?(_ magic: CompiledMagic, release: (Range<Int>) -> Void = { _ in }) {
     var tests: [SoftMagicTest] = []
     var strong: [Bool] = []
+    var effects: [[[SoftMagicTest]]] = []
     var residualRules: [Range<Int>] = []
     var unscreenedRules: [Range<Int>] = []
-    for rule in magic.walkedRules {
+    var unreleased = 0
+    for rule in magic.walkedRules(release: release) {
+      if rule.lowerBound - unreleased >= CompiledMagic.releaseStride {
+        release(unreleased..<rule.lowerBound)
+        unreleased = rule.lowerBound
+      }
       // libmagic's pass over binary data runs only the rules compiled as binary tests (its
       // `BINTEST` flag); the others (source code, markup: 394 of Debian 12's 3,548 rules, and
       // most of its costly searches) run in the text pass alone. They can't change the answer
@@ -83,10 +99,13 @@ struct SoftMagicScreen: Sendable {
         test.strength >= Self.strengthThreshold
         || (test.costsLibmagicMuch && test.strength >= Self.strengthThreshold / 2)
       strong.append(isStrong)
+      effects.append(isStrong ? [] : Self.effectPaths(in: rule, magic: magic))
       if !isStrong { residualRules.append(rule) }
     }
+    release(unreleased..<magic.walkedCount)
     let named = Self.namedRules(magic)
     let hazardousNames = Self.hazardousNames(named: named, in: magic)
+    release(magic.walkedCount..<(magic.walkedCount + magic.namedCount))
     var hazards: [[SoftMagicTest]] = []
     for rule in residualRules {
       hazards += Self.hazardPaths(in: rule, hazardousNames: hazardousNames, magic: magic)
@@ -138,6 +157,7 @@ struct SoftMagicScreen: Sendable {
     guard keyed.count <= Int(UInt16.max) else { return nil }
     self.tests = tests
     self.strong = strong
+    self.effects = effects
     self.unkeyed = unkeyed
     self.positions = positions
     self.starts = starts
@@ -162,12 +182,14 @@ struct SoftMagicScreen: Sendable {
   /// Which database gives libmagic's answer for `bytes`. Call it on binary data only (the walk
   /// of text differs) of at least ``minimumLength`` bytes.
   func verdict(_ bytes: UnsafeRawBufferPointer) -> Verdict {
-    var weakMayMatch = false
+    var weakMayAct = false
     func check(_ index: Int32) -> Bool {
       let index = Int(index)
+      // Once one weak rule may act, the others can change nothing: skip them.
+      if weakMayAct && !strong[index] { return true }
       guard tests[index].mayMatch(bytes) else { return true }
       if strong[index] { return false }
-      weakMayMatch = true
+      weakMayAct = effects[index].contains { path in path.allSatisfy { $0.mayMatch(bytes) } }
       return true
     }
     for index in unkeyed where !check(index) { return .wholeDatabase }
@@ -180,7 +202,7 @@ struct SoftMagicScreen: Sendable {
       }
     }
     for path in hazards where path.allSatisfy({ $0.mayMatch(bytes) }) { return .wholeDatabase }
-    return weakMayMatch ? .residual : .unscreened
+    return weakMayAct ? .residual : .unscreened
   }
 
   // MARK: Building

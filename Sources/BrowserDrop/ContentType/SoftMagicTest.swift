@@ -61,15 +61,23 @@ struct SoftMagicTest: Sendable {
 
   /// The test of `entry` (which must be read at an absolute offset: a top-level line, or a
   /// continuation without relative or indirect offsets); `nil` when we do not evaluate it.
-  init?(_ entry: MagicEntry) {
+  ///
+  /// With `anywhere`, a weaker test for a string or search read at any offset (relative,
+  /// indirect or from the end): libmagic's value must lie inside the buffer, so its pattern
+  /// occurs somewhere in it. `nil` for other types.
+  init?(_ entry: MagicEntry, anywhere: Bool = false) {
     let flags = entry.flags
-    guard
-      flags
-        & (MagicEntry.Flag.indirect | MagicEntry.Flag.offsetAdd
-          | MagicEntry.Flag.indirectOffsetAdd | MagicEntry.Flag.negativeOffset) == 0,
-      entry.offset >= 0
-    else { return nil }
-    offset = Int(entry.offset)
+    if anywhere {
+      guard entry.type == 5 || entry.type == 20 else { return nil }
+    } else {
+      guard
+        flags
+          & (MagicEntry.Flag.indirect | MagicEntry.Flag.offsetAdd
+            | MagicEntry.Flag.indirectOffsetAdd | MagicEntry.Flag.negativeOffset) == 0,
+        entry.offset >= 0
+      else { return nil }
+    }
+    offset = anywhere ? 0 : Int(entry.offset)
     relation = entry.relation
     unsigned = flags & MagicEntry.Flag.unsigned != 0
     if let (width, order) = Self.integerLayout(entry.type) {
@@ -123,6 +131,13 @@ struct SoftMagicTest: Sendable {
     let pinned = prefix.reduce(0.0) { $0 + (folds && Self.folds($1) ? ($1 >= 0x80 ? 0 : 1) : 8) }
     let exactFirst = prefix.first.flatMap { folds && Self.folds($0) ? nil : $0 }
     switch entry.type {
+    case 5 where anywhere:  // FILE_STRING, somewhere in the buffer
+      guard !prefix.isEmpty else { return nil }
+      kind = .search
+      window = nil
+      strength = 0
+      costsLibmagicMuch = false
+      key = nil
     case 5:  // FILE_STRING
       kind = .string
       window = nil
@@ -135,12 +150,22 @@ struct SoftMagicTest: Sendable {
       kind = .search
       // libmagic tries `range` starts (its memmem path one more); take the wider window.
       let range = Int(entry.range)
-      window = range == 0 ? nil : range + 1
+      window = range == 0 || anywhere ? nil : range + 1
       strength = pinned - (range == 0 ? 16 : log2(Double(range + 1)))
       costsLibmagicMuch = flagsMask != 0 && (range == 0 || range > 64)
       key = nil
     default:
       return nil
+    }
+  }
+
+  /// How much ``mayMatch(_:)`` costs, in rank: reading a number, comparing a string, searching
+  /// a window, searching the whole buffer.
+  var evaluationCost: Int {
+    switch kind {
+    case .integer: 0
+    case .string: 1
+    case .search: window == nil ? 3 : 2
     }
   }
 
@@ -307,24 +332,27 @@ struct SoftMagicTest: Sendable {
     }
   }
 
-  /// The first byte in memory an equality with no operator (or an `&` keeping that whole
-  /// byte) requires.
+  /// A byte in memory an equality with no operator, or with an `&` keeping that whole byte,
+  /// requires: the first byte the mask keeps whole. The masked value's byte there is the byte
+  /// read, so the test fails unless it is the value's byte.
   private static func integerKey(
     offset: Int, width: Int, order: ByteOrder, entry: MagicEntry, strength: Double
   ) -> (Int, UInt8)? {
     guard entry.relation == UInt8(ascii: "="), entry.maskOperator & 0x40 == 0, strength > 0
     else { return nil }
-    let shift: UInt64 =
-      switch order {
-      case .little: 0
-      case .big: UInt64(8 * (width - 1))
-      case .middle: 16
-      }
-    if entry.mask != 0 {
-      guard entry.maskOperator & 0x07 == 0, (entry.mask >> shift) & 0xFF == 0xFF else {
-        return nil
+    guard entry.mask == 0 || entry.maskOperator & 0x07 == 0 else { return nil }
+    for byte in 0..<width {
+      // Where the `byte`th byte in memory lands in the value read.
+      let shift: UInt64 =
+        switch order {
+        case .little: UInt64(8 * byte)
+        case .big: UInt64(8 * (width - 1 - byte))
+        case .middle: [16, 24, 0, 8][byte]
+        }
+      if entry.mask == 0 || (entry.mask >> shift) & 0xFF == 0xFF {
+        return (offset + byte, UInt8(truncatingIfNeeded: entry.number >> shift))
       }
     }
-    return (offset, UInt8(truncatingIfNeeded: entry.number >> shift))
+    return nil
   }
 }
