@@ -23,39 +23,36 @@ func say(_ line: String) {
   _ = bytes.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
 }
 
-/// `GET /config.json` from 127.0.0.1:`port` on a thread of its own (blocking calls), and the
-/// status line of the answer, to prove the server answers through its current event loop.
-func statusLine(port: Int) async -> String {
-  let client = BlockingPool.serial(name: "bd-fault-client")
-  defer { Task { await client.shutdown() } }
-  return await client.run { () -> String in
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { return "socket failed" }
-    defer { close(fd) }
-    var timeout = timeval(tv_sec: 10, tv_usec: 0)
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = in_port_t(UInt16(port).bigEndian)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let connected = withUnsafePointer(to: &address) {
-      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-        connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-      }
+/// A blocking TCP socket connected to 127.0.0.1:`port`; a negative number when it could not be
+/// made or connected (`errno` says why).
+func connectedSocket(port: Int) -> Int32 {
+  let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+  guard fd >= 0 else { return fd }
+  var address = sockaddr_in()
+  address.sin_family = sa_family_t(AF_INET)
+  address.sin_port = in_port_t(UInt16(port).bigEndian)
+  address.sin_addr.s_addr = inet_addr("127.0.0.1")
+  let connected = withUnsafePointer(to: &address) {
+    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+      connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
     }
-    guard connected == 0 else { return "connect failed: errno \(errno)" }
-    let request = Array("GET /config.json HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n\r\n".utf8)
-    _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-    var reply: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 4096)
-    while !reply.contains(UInt8(ascii: "\n")) {
-      let count = recv(fd, &chunk, chunk.count, 0)
-      if count <= 0 { break }
-      reply += chunk[..<count]
-    }
-    let line = reply.split(separator: UInt8(ascii: "\r")).first ?? []
-    return String(decoding: line, as: UTF8.self)
   }
+  guard connected == 0 else {
+    let code = errno
+    close(fd)
+    errno = code
+    return -1
+  }
+  return fd
+}
+
+/// `GET /config.json` from 127.0.0.1:`port`, and the status line of the answer, to prove the
+/// server answers through its current event loop.
+func statusLine(port: Int) async -> String {
+  let fd = connectedSocket(port: port)
+  guard fd >= 0 else { return "connect failed: errno \(errno)" }
+  defer { close(fd) }
+  return await statusLine(over: fd)
 }
 
 /// `GET /config.json` over `fd`, already connected, on a thread of its own: the status line, or
@@ -117,17 +114,9 @@ case "descriptors":
   // Every descriptor number taken but `spare`, for spare = 0, 1, 2…: each start() of the same
   // server opens what it needs and fails at a later step than the one before, until one
   // succeeds; what a failed start made must not stand in the way of the next.
-  func holdAll() -> [Int32] {
-    var held: [Int32] = []
-    while true {
-      let fd = open("/dev/null", O_RDONLY | O_CLOEXEC)
-      if fd < 0 { return held }
-      held.append(fd)
-    }
-  }
   let server = BrowserDropServer(configuration: configuration)
   for spare in 0...64 {
-    var held = holdAll()
+    var held = holdAllDescriptors()
     for _ in 0..<min(spare, held.count) { close(held.removeLast()) }
     var started = false
     do {
@@ -187,17 +176,8 @@ case "accept-full":
   // with the connection established and queued.
   var held = holdAllDescriptors()
   if let last = held.popLast() { close(last) }
-  let client = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-  var address = sockaddr_in()
-  address.sin_family = sa_family_t(AF_INET)
-  address.sin_port = in_port_t(UInt16(port).bigEndian)
-  address.sin_addr.s_addr = inet_addr("127.0.0.1")
-  let connected = withUnsafePointer(to: &address) {
-    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-      connect(client, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-    }
-  }
-  say(client >= 0 && connected == 0 ? "connected while out of descriptors" : "connect failed")
+  let client = connectedSocket(port: port)
+  say(client >= 0 ? "connected while out of descriptors" : "connect failed")
   // Long enough for the accept loop to have met EMFILE (it retries every 50 ms meanwhile).
   try? await Task.sleep(for: .milliseconds(300))
   for fd in held.suffix(8) { close(fd) }

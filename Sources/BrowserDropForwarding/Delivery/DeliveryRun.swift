@@ -509,8 +509,9 @@ struct DeliveryRun {
 
   /// Fences a move of the latest attempt's upload that may still be on its way
   /// (``Manifest/Attempt/moveMayBePending``): `.fenced` when the file is now at its aside name,
-  /// never to move again, `.moved` when a move took it, nil when no move was sent. Throws `earlierRequestPending` while a handle of the given-up connection is
-  /// still open on it: nothing can be decided, and nothing is sent again, until it closes.
+  /// never to move again, `.moved` when a move took it, nil when no move was sent. Throws
+  /// `earlierRequestPending` while a handle of the given-up connection is still open on it:
+  /// nothing can be decided, and nothing is sent again, until it closes.
   private func fenceMove(of file: SourceFile, _ attempt: Manifest.Attempt) async throws -> Fence? {
     guard fileSystem.needsClaim, attempt.moveMayBePending, let temporary = attempt.temporary
     else { return nil }
