@@ -29,8 +29,9 @@ public struct ForwardReport: Sendable, Equatable {
     public let reason: Reason
   }
 
-  /// A name at the destination where an empty file may have been left by an interrupted claim
-  /// of an earlier attempt of this delivery (SMB only), and is still there, empty.
+  /// A name at the destination where a claim may have been left by an interrupted claim or move
+  /// of an earlier attempt of this delivery (SMB only), and is still there: an empty file, or
+  /// one holding the single line `browserdrop claim <attempt id>`.
   ///
   /// On SMB a final name is claimed with an exclusive create before the file is moved onto it
   /// (docs/forwarding.md, "The claim window"). When the create's answer was lost, or the
@@ -38,7 +39,9 @@ public struct ForwardReport: Sendable, Equatable {
   /// file at that name is this delivery's claim or another writer's file (another kiosk's
   /// claim, or an empty file it delivered), so it is never removed: the file went to the next
   /// free name, and the name is listed here for an operator to look at. An empty file that
-  /// someone else delivered at a name an interrupted attempt had announced is listed too.
+  /// someone else delivered at a name an interrupted attempt had announced is listed too. A
+  /// claim holding the attempt's own line is listed when the connection that sent a move over
+  /// it may still be open on the server (its delete of the claim could still come).
   public struct PossibleLeftover: Sendable, Equatable {
     /// Why the name can't be proven either way.
     public enum Reason: Sendable, Equatable {
@@ -53,7 +56,7 @@ public struct ForwardReport: Sendable, Equatable {
 
     /// The path inside the forwarded folder of the file whose claim it may be, `/`-separated.
     public let source: String
-    /// The empty file's path under the destination, `/`-separated.
+    /// The claim's path under the destination, `/`-separated.
     public let path: String
     /// Why it may be a leftover.
     public let reason: Reason
@@ -69,8 +72,8 @@ public struct ForwardReport: Sendable, Equatable {
   public let resumedFiles: Int
   /// Bytes sent by this run.
   public let bytesSent: Int64
-  /// Empty files that interrupted earlier attempts of this delivery may have left behind at a
-  /// name (SMB claims no record proves), checked empty when this run resumed them; never
+  /// Claims that interrupted earlier attempts of this delivery may have left behind at a name
+  /// (SMB claims that nothing proves removable), checked when this run resumed them; never
   /// removed. Empty for a local folder, which needs no claims.
   public let possibleLeftovers: [PossibleLeftover]
 }

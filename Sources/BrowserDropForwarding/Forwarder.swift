@@ -79,8 +79,10 @@ public struct Forwarder: Sendable {
       await progress(run.progress)
       try await run.deliver(tree.root, into: [])
       leftovers = await run.confirmedLeftovers()
+      await run.removeEarlierMarkers()
     } catch {
-      await fileSystem.close()
+      // A simulated crash (tests) leaves the run's marker on the share, as a kill would.
+      await fileSystem.close(releasingMarker: !(error is SimulatedCrash))
       throw error
     }
     await fileSystem.close()

@@ -453,9 +453,10 @@ static int claimer_send(int fd, const void *buffer, size_t length) {
 }
 
 /* One claim on the child's context: the exclusive create, the record appended and flushed,
-   then the close; a record that fails removes the file just created. 0, EEXIST or the errno. */
+   the token written through the create's own handle, then the close; a record that fails
+   removes the file just created. 0, EEXIST or the errno. */
 static int claimer_claim(SMBCCTX *context, const char *url, int record, const char *line,
-    size_t length, unsigned bound_seconds) {
+    size_t length, const char *token, size_t token_length, unsigned bound_seconds) {
   SMBCFILE *file = smbc.getFunctionOpen(context)(context, url, O_WRONLY | O_CREAT | O_EXCL, 0644);
   if (file == NULL) return errno == EEXIST || errno == EISDIR ? EEXIST : child_status(errno);
   /* Created: the record comes before anything else that could fail or wait, and the alarm
@@ -465,7 +466,16 @@ static int claimer_claim(SMBCCTX *context, const char *url, int record, const ch
   alarm(0);
   int result = claim_record(record, line, length);
   alarm(bound_seconds);
-  smbc.getFunctionClose(context)(context, file); /* an empty file: a failed close loses nothing */
+  /* The token goes into the file this handle created, never into one found by name. A write
+     that fails leaves the claim empty (it is recorded all the same): the parent reads its size. */
+  size_t written = 0;
+  while (result == 0 && written < token_length) {
+    ssize_t count =
+        smbc.getFunctionWrite(context)(context, file, token + written, token_length - written);
+    if (count <= 0) break;
+    written += (size_t)count;
+  }
+  smbc.getFunctionClose(context)(context, file); /* a claim: a failed close loses nothing */
   /* Not recorded: this child just created it, so it is the one file it may remove. */
   if (result != 0) smbc.getFunctionUnlink(context)(context, url);
   return result;
@@ -497,36 +507,44 @@ static int claimer_main(const struct cbd_smbc_claimer *job) {
   int result = 0;
   char *url = NULL;
   char *line = NULL;
+  char *token = NULL;
   for (;;) {
     /* Waiting is bounded too: a parent that keeps its end open and asks nothing. */
     alarm(job->bound_seconds);
-    uint32_t header[2];
+    uint32_t header[3];
     int got = claimer_read(peer, header, sizeof header);
     if (got == 0) break; /* the parent closed its end, or is gone */
     if (got < 0 || header[0] == 0 || header[0] > CBD_CLAIM_MAX_FIELD ||
-        header[1] > CBD_CLAIM_MAX_FIELD) {
+        header[1] > CBD_CLAIM_MAX_FIELD || header[2] > CBD_CLAIM_MAX_FIELD) {
       result = EPROTO;
       break;
     }
     url = malloc((size_t)header[0] + 1);
     line = malloc((size_t)header[1] + 1);
-    if (url == NULL || line == NULL) {
+    token = malloc((size_t)header[2] + 1);
+    if (url == NULL || line == NULL || token == NULL) {
       result = ENOMEM;
       break;
     }
     /* A request cut short means the parent died while sending it: nothing was asked. */
-    if (claimer_read(peer, url, header[0]) != 1 || claimer_read(peer, line, header[1]) != 1) break;
+    if (claimer_read(peer, url, header[0]) != 1 || claimer_read(peer, line, header[1]) != 1 ||
+        claimer_read(peer, token, header[2]) != 1) {
+      break;
+    }
     url[header[0]] = 0;
     alarm(job->bound_seconds); /* the claim gets the whole bound, however long the wait was */
-    int32_t answer = claimer_claim(context, url, record, line, header[1], job->bound_seconds);
+    int32_t answer = claimer_claim(
+        context, url, record, line, header[1], token, header[2], job->bound_seconds);
     free(url);
     free(line);
-    url = line = NULL;
+    free(token);
+    url = line = token = NULL;
     /* A parent that is gone gets no answer (EPIPE); the next read sees its end of file. */
     claimer_send(peer, &answer, sizeof answer);
   }
   free(url);
   free(line);
+  free(token);
   explicit_bzero(child_password, sizeof child_password);
   /* No smbc_free_context, neither with shutdown_ctx 1 nor 0: both end each connection with a
      tree disconnect and wait for its answer (0 differs only in refusing, EBUSY, while a file is
@@ -546,15 +564,18 @@ pid_t cbd_smbc_fork_claimer(const struct cbd_smbc_claimer *job) {
   _exit(claimer_main(job));
 }
 
-int cbd_claimer_send(int socket, const char *url, const char *record, size_t record_length) {
+int cbd_claimer_send(int socket, const char *url, const char *record, size_t record_length,
+    const char *token, size_t token_length) {
   size_t url_length = strlen(url);
-  if (url_length == 0 || url_length > CBD_CLAIM_MAX_FIELD || record_length > CBD_CLAIM_MAX_FIELD) {
+  if (url_length == 0 || url_length > CBD_CLAIM_MAX_FIELD || record_length > CBD_CLAIM_MAX_FIELD ||
+      token_length > CBD_CLAIM_MAX_FIELD) {
     return EINVAL;
   }
-  uint32_t header[2] = {(uint32_t)url_length, (uint32_t)record_length};
+  uint32_t header[3] = {(uint32_t)url_length, (uint32_t)record_length, (uint32_t)token_length};
   int result = claimer_send(socket, header, sizeof header);
   if (result == 0) result = claimer_send(socket, url, url_length);
   if (result == 0) result = claimer_send(socket, record, record_length);
+  if (result == 0 && token_length > 0) result = claimer_send(socket, token, token_length);
   return result;
 }
 

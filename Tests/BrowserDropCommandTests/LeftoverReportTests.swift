@@ -57,10 +57,11 @@ struct LeftoverReportTests {
       #expect(leftovers.first?["source"] as? String == "x.txt")
       #expect(leftovers.first?["reason"] as? String == "claimNotRecorded")
     } else {
-      let line = try await command.waitForLine(containing: "Empty file left in place", timeout: 60)
+      let line = try await command.waitForLine(containing: "Claim left in place", timeout: 60)
       #expect(
         line
-          == "  Empty file left in place at \(root)/batch%201: x.txt. A claim for x.txt that was "
+          == "  Claim left in place at \(root)/batch%201: x.txt (empty, or one line “browserdrop "
+          + "claim …”). A claim for x.txt that was "
           + "cut off before it was recorded may have made it, or it is a file delivered there "
           + "before (by this kiosk or another writer); x.txt itself arrived under another name. "
           + "Nothing proves this kiosk made it, so it was not removed: check it before you "

@@ -134,8 +134,8 @@ struct ClaimTests {
       _ = try await crashing.forward(folder: source, to: destination)
     }
     let shared = server.directory("guest/\(name)")
-    let crashed = try contents(of: shared)
-    #expect(crashed["x.txt"] == Data(), "no claim: \(crashed)")
+    let crashed = try destinationContents(of: shared)
+    #expect(crashed["x.txt"] == aClaim, "no claim: \(crashed)")
 
     let after = ["x.txt": Data("after, and longer".utf8)]
     try after["x.txt"]!.write(to: source.appendingPathComponent("x.txt"))

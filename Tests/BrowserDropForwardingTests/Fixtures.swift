@@ -50,6 +50,40 @@ func contents(of folder: URL) throws -> [String: Data?] {
   return result
 }
 
+/// How ``destinationContents(of:)`` shows a claim: any attempt's token
+/// (`browserdrop claim <attempt id>` and a newline).
+let aClaim = Data("<a claim>".utf8)
+
+/// The name ``destinationContents(of:)`` lists a run's marker under.
+let aMarker = "<marker>"
+
+/// ``contents(of:)`` of a destination folder, with each claim's token shown as ``aClaim`` (the
+/// attempt ids are random) and each run's marker (`.browserdrop-<id>.live`, empty) listed as
+/// ``aMarker``, once per marker (`<marker>`, `<marker> 2`, …).
+func destinationContents(of folder: URL) throws -> [String: Data?] {
+  var shown: [String: Data?] = [:]
+  var markers = 0
+  for (name, data) in try contents(of: folder).sorted(by: { $0.key < $1.key }) {
+    if name.hasPrefix(".browserdrop-"), name.hasSuffix(".live") {
+      markers += 1
+      shown[markers == 1 ? aMarker : "\(aMarker) \(markers)"] = data
+    } else if let data, isClaimToken(data) {
+      shown[name] = aClaim
+    } else {
+      shown[name] = data
+    }
+  }
+  return shown
+}
+
+/// Whether `data` is a claim's token: `browserdrop claim `, 16 hex digits, a newline.
+func isClaimToken(_ data: Data) -> Bool {
+  let text = String(decoding: data, as: UTF8.self)
+  guard text.hasPrefix("browserdrop claim "), text.hasSuffix("\n") else { return false }
+  let id = text.dropFirst("browserdrop claim ".count).dropLast()
+  return id.count == 16 && id.allSatisfy(\.isHexDigit)
+}
+
 /// Deterministic pseudo-random bytes.
 func bytes(_ count: Int, seed: UInt64) -> Data {
   var state = seed &* 0x9E37_79B9_7F4A_7C15 | 1

@@ -7,9 +7,11 @@ import Testing
 @testable import BrowserDropForwarding
 
 /// A rename that a stalled smbd carries out after the kiosk gave up on it, played by a second
-/// connection of the test's own on the real loopback smbd. The resume fences the upload
-/// (renames it aside, then checks that no other handle is open on it) before it looks at any
-/// name, so such a rename either happened before the look or never happens.
+/// connection of the test's own on the real loopback smbd, which also holds the killed run's
+/// marker open, as the stalled connection would. The resume fences the upload (renames it
+/// aside, then checks that no other handle is open on it) before it looks at any name, so such
+/// a rename either happened before the look or never happens; and while the marker is held it
+/// only reports the claim (a delete of it may still come), never removes it.
 @Suite("Renames a stalled server carries out late", .serialized)
 struct LateRenameTests {
   /// A second SMB connection to the destination: the stalled session's requests.
@@ -22,6 +24,40 @@ struct LateRenameTests {
         try SMBContext(for: destination)
       }
       root = destination.path
+    }
+
+    /// Opens the killed run's marker (the one `.browserdrop-<id>.live` in the folder) and keeps
+    /// it, as the stalled connection that made it keeps it.
+    func holdMarker(in folder: URL) async throws -> SMBFile {
+      let marker = try #require(
+        try contents(of: folder).keys.first {
+          $0.hasPrefix(".browserdrop-") && $0.hasSuffix(".live")
+        })
+      return try await open(marker)
+    }
+
+    /// `smbc_unlink` of `name`, as libsmbclient's delete of the claim before its second rename;
+    /// the errno it failed with, 0 when done.
+    func remove(_ name: String) async -> Int32 {
+      await DedicatedThread.smb.run { [context, root] () -> Int32 in
+        do throws(SystemError) {
+          try context.unlink(root + [name])
+          return 0
+        } catch {
+          return error.code
+        }
+      }
+    }
+
+    /// Removes `name` (as libsmbclient's delete of a claim does) and creates it anew holding
+    /// `bytes`, as another writer's claim that took the freed name.
+    func replace(_ name: String, with bytes: Data) async throws {
+      try await DedicatedThread.smb.run { [context, root] () throws -> Void in
+        try context.unlink(root + [name])
+        let file = try context.open(root + [name], flags: O_WRONLY | O_CREAT | O_EXCL)
+        try bytes.withUnsafeBytes { try context.write(file, $0) }
+        try context.close(file)
+      }
     }
 
     /// `smbc_rename`, which replaces what is at `to` (a claim), as libsmbclient's second rename
@@ -84,19 +120,74 @@ struct LateRenameTests {
         folder: batch, to: destination)
     }
     let temporary = try Self.temporary(in: folder)
-    #expect(try contents(of: folder) == ["x.txt": Data(), temporary: mine])
+    #expect(
+      try destinationContents(of: folder)
+        == ["x.txt": aClaim, temporary: mine, aMarker: Data()])
     let other = try await OtherConnection(destination)
+    let marker = try await other.holdMarker(in: folder)
     let late = Outcome()
     var forwarder = Forwarder()
     forwarder.afterResumeLook = { late.code = await other.rename(temporary, to: "x.txt") }
     let report = try await forwarder.forward(folder: batch, to: destination, verify: .sha256)
-    await other.free()
     #expect(late.code == ENOENT, "the late rename found the upload gone from its name")
     // Without the fence the late rename puts the upload at x.txt and the resume sends it again.
-    #expect(try contents(of: folder) == ["x.txt": Data(), "x 2.txt": mine])
+    // With the marker held, a delete of the claim may still come: reported, not removed, and
+    // the marker stays (its removal is refused while the handle lasts).
+    #expect(
+      try destinationContents(of: folder)
+        == ["x.txt": aClaim, "x 2.txt": mine, aMarker: Data()])
     #expect(report.files.map(\.destination) == ["x 2.txt"])
     #expect(
       report.possibleLeftovers.map { "\($0.path) \($0.reason)" } == ["x.txt claimAnswerLost"])
+    // The stalled connection's delete of the claim, carried out late: it takes only the claim.
+    // (Had the resume removed the claim and delivered to x.txt, this would delete the file.)
+    #expect(await other.remove("x.txt") == 0)
+    #expect(try destinationContents(of: folder) == ["x 2.txt": mine, aMarker: Data()])
+    await other.close(marker)
+    await other.free()
+  }
+
+  /// Once the run that sent the move has released its marker, the claim at the name is its
+  /// own only when it holds the attempt's token: another writer's claim that took the name
+  /// after libsmbclient's delete (empty, or holding that writer's token) is neither removed
+  /// nor reported, and the file arrives under the next number.
+  @Test(arguments: [Data(), Data("browserdrop claim 0123456789abcdef\n".utf8)])
+  func anotherWritersClaimAtTheNameIsLeftAlone(claim: Data) async throws {
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let (destination, folder) = try Self.smbDestination(scratch)
+    let mine = Data("the name went to another writer".utf8)
+    let batch = try scratch.folder("batch", ["x.txt": mine])
+    await #expect(throws: SimulatedCrash.self) {
+      _ = try await Forwarder.stopping(at: .killedBeforeMove).forward(
+        folder: batch, to: destination)
+    }
+    let other = try await OtherConnection(destination)
+    try await other.replace("x.txt", with: claim)
+    await other.free()
+    let report = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
+    #expect(try contents(of: folder) == ["x.txt": claim, "x 2.txt": mine])
+    #expect(report.files.map(\.destination) == ["x 2.txt"])
+    #expect(report.possibleLeftovers.isEmpty, "\(report.possibleLeftovers)")
+  }
+
+  /// A kill in the move window, nothing held: the resume proves the claim its own by its token,
+  /// removes it and delivers the file under its own name; the killed run's marker goes too.
+  @Test func aClaimLeftByAKillIsRemovedAndTheNameUsed() async throws {
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let (destination, folder) = try Self.smbDestination(scratch)
+    let mine = Data("killed in the move window".utf8)
+    let batch = try scratch.folder("batch", ["x.txt": mine])
+    await #expect(throws: SimulatedCrash.self) {
+      _ = try await Forwarder.stopping(at: .killedBeforeMove).forward(
+        folder: batch, to: destination)
+    }
+    let report = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
+    #expect(try contents(of: folder) == ["x.txt": mine])
+    #expect(report.files.map(\.destination) == ["x.txt"])
+    #expect(report.renames.isEmpty)
+    #expect(report.possibleLeftovers.isEmpty)
   }
 
   @Test func aHandleStillOpenOnTheUploadStopsTheResumeUntilItCloses() async throws {
@@ -111,6 +202,7 @@ struct LateRenameTests {
     }
     let temporary = try Self.temporary(in: folder)
     let other = try await OtherConnection(destination)
+    let marker = try await other.holdMarker(in: folder)
     let handle = try await other.open(temporary)
     do {
       _ = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
@@ -121,15 +213,17 @@ struct LateRenameTests {
       #expect(failure.problem.contains("x.txt"), "\(failure.problem)")
     }
     // Nothing sent again, nothing removed: the upload is still the only copy.
-    let held = try contents(of: folder)
-    #expect(held["x.txt"] == Data())
+    let held = try destinationContents(of: folder)
+    #expect(held["x.txt"] == aClaim)
     #expect(held.values.filter { $0 == mine }.count == 1, "\(held.keys.sorted())")
-    #expect(held.count == 2, "\(held.keys.sorted())")
+    #expect(held.count == 3, "\(held.keys.sorted())")
     await other.close(handle)
+    await other.close(marker)
     await other.free()
+    // The stalled connection is gone: its claim is removed and the name used.
     let report = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
-    #expect(try contents(of: folder) == ["x.txt": Data(), "x 2.txt": mine])
-    #expect(report.files.map(\.destination) == ["x 2.txt"])
+    #expect(try contents(of: folder) == ["x.txt": mine])
+    #expect(report.files.map(\.destination) == ["x.txt"])
   }
 
   /// An earlier resume fenced the upload aside and found a handle open on it: the next one
@@ -147,18 +241,22 @@ struct LateRenameTests {
     let temporary = try Self.temporary(in: folder)
     let aside = try #require(NameRules.aside(of: [temporary]).last)
     let other = try await OtherConnection(destination)
+    let marker = try await other.holdMarker(in: folder)
     #expect(await other.rename(temporary, to: aside) == 0)
     let handle = try await other.open(aside)
     let failure = await #expect(throws: ForwardFailure.self) {
       _ = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
     }
     #expect(failure?.kind == .earlierRequestPending, "\(String(describing: failure))")
-    #expect(try contents(of: folder) == ["x.txt": Data(), aside: mine], "nothing sent again")
+    #expect(
+      try destinationContents(of: folder) == ["x.txt": aClaim, aside: mine, aMarker: Data()],
+      "nothing sent again")
     await other.close(handle)
+    await other.close(marker)
     await other.free()
     let report = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
-    #expect(try contents(of: folder) == ["x.txt": Data(), "x 2.txt": mine])
-    #expect(report.files.map(\.destination) == ["x 2.txt"])
+    #expect(try contents(of: folder) == ["x.txt": mine])
+    #expect(report.files.map(\.destination) == ["x.txt"])
   }
 
   /// The fence found the upload moved, to a name the attempt claimed, but a handle is still
@@ -181,11 +279,13 @@ struct LateRenameTests {
       _ = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
     }
     #expect(failure?.kind == .earlierRequestPending, "\(String(describing: failure))")
-    #expect(try contents(of: folder) == ["x.txt": Data(), "x 2.txt": mine], "nothing sent again")
+    #expect(
+      try destinationContents(of: folder) == ["x.txt": aClaim, "x 2.txt": mine, aMarker: Data()],
+      "nothing sent again")
     await other.close(handle)
     await other.free()
     let report = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
-    #expect(try contents(of: folder) == ["x.txt": Data(), "x 2.txt": mine])
+    #expect(try destinationContents(of: folder) == ["x.txt": aClaim, "x 2.txt": mine])
     #expect(report.files.map(\.destination) == ["x 2.txt"])
     #expect(
       report.possibleLeftovers.map { "\($0.path) \($0.reason)" } == ["x.txt claimAnswerLost"])
@@ -224,8 +324,8 @@ struct LateRenameTests {
       _ = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
     }
     #expect(failure?.kind == .earlierRequestPending, "\(String(describing: failure))")
-    let held = try contents(of: folder)
-    #expect(held["x.txt"] == Data())
+    let held = try destinationContents(of: folder)
+    #expect(held["x.txt"] == aClaim)
     #expect(held.values.filter { $0 == mine }.count == 1, "\(held.keys.sorted())")
     // The late request: the claim deleted, then the rename on the old handle.
     #expect(stalled.write(Data("rename x.txt\n".utf8)))
@@ -293,7 +393,9 @@ struct LateRenameTests {
         folder: batch, to: destination)
     }
     let temporary = try Self.temporary(in: folder)
-    #expect(try contents(of: folder) == ["x.txt": Data(), "x 2.txt": Data(), temporary: mine])
+    #expect(
+      try destinationContents(of: folder)
+        == ["x.txt": aClaim, "x 2.txt": aClaim, temporary: mine, aMarker: Data()])
     // libsmbclient's second rename for the first name, carried out after the attempt had moved
     // on to the next name.
     let other = try await OtherConnection(destination)
@@ -301,7 +403,7 @@ struct LateRenameTests {
     await other.free()
     let report = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
     // Looking only at the latest name, the resume would send it again (x 3.txt): a duplicate.
-    #expect(try contents(of: folder) == ["x.txt": mine, "x 2.txt": Data()])
+    #expect(try destinationContents(of: folder) == ["x.txt": mine, "x 2.txt": aClaim])
     #expect(report.files.map(\.destination) == ["x.txt"])
     #expect(
       report.possibleLeftovers.map { "\($0.path) \($0.reason)" } == ["x 2.txt claimAnswerLost"])

@@ -33,7 +33,8 @@ struct UnansweredClaimTests {
       try await local.upload(source, to: temporary, progress: progress)
     }
     func claim(
-      _ final: RelativePath, recording record: [UInt8], in manifest: String, trial: ClaimTrial?
+      _ final: RelativePath, recording record: [UInt8], token: [UInt8], in manifest: String,
+      trial: ClaimTrial?
     ) async throws -> Bool {
       let failure = ForwardFailure(
         kind: lost ? .connectionLost : .readOnly, place: place, item: final.joined(), errno: EIO)
@@ -51,11 +52,20 @@ struct UnansweredClaimTests {
     func isSettled(_ path: RelativePath) async throws -> Bool {
       try await local.isSettled(path)
     }
+    func leadingBytes(of path: RelativePath, limit: Int) async throws -> [UInt8]? {
+      try await local.leadingBytes(of: path, limit: limit)
+    }
+    func holdMarker(_ path: RelativePath) async throws {
+      try await local.holdMarker(path)
+    }
+    func isReleased(marker path: RelativePath) async throws -> Bool {
+      try await local.isReleased(marker: path)
+    }
     func removeQuietly(_ path: RelativePath) async { await local.removeQuietly(path) }
     func sha256(at path: RelativePath) async throws -> [UInt8] {
       try await local.sha256(at: path)
     }
-    func close() async {}
+    func close(releasingMarker: Bool) async {}
   }
 
   @Test("Only a lost answer is recorded as unanswered", arguments: [false, true])

@@ -29,6 +29,11 @@ struct DeliveryRun {
   var cleanup = Cleanup()
   var resumed = 0
   var bytesSent: Int64 = 0
+  /// This run's marker (SMB), recorded and created at its first claim.
+  var marker: RelativePath?
+  /// Earlier runs' markers found released (``DestinationFileSystem/isReleased(marker:)``): a
+  /// released marker stays released, its connection is gone.
+  var releasedMarkers: Set<RelativePath> = []
 
   /// Delivers every folder and file of `folder` (already scanned) into `destination`.
   mutating func deliver(_ folder: SourceTree.Folder, into destination: RelativePath) async throws {
@@ -108,11 +113,11 @@ struct DeliveryRun {
     var isEmpty: Bool { temporaries.isEmpty && claims.isEmpty }
   }
 
-  /// An empty file noted as a possible leftover, and the id it had then.
+  /// A claim noted as a possible leftover, and the id and size it had then.
   struct NotedLeftover {
     var leftover: ForwardReport.PossibleLeftover
     var path: RelativePath
-    var id: UInt64
+    var found: FileID
   }
 
   /// How many times a file that arrived different from its source (size, id or SHA-256) is
@@ -242,16 +247,19 @@ struct DeliveryRun {
       }
       var claim: UInt64?
       if fileSystem.needsClaim && !replacing {
+        let marker = try await heldMarker()
         // Recorded by the create itself, before its id is known: until the next record no
-        // rename is tried, so an empty file at this name is this attempt's claim.
+        // rename is tried, so a claim-sized file at this name is this attempt's claim.
         let record = manifest.record(
           .claimed, source: file, target: candidate, attempt: attempt, temporary: temporary,
           fileID: fileID)
+        let token = NameRules.claimToken(attempt: attempt)
         await beforeClaim?()
         let claimed: Bool
         do {
           claimed = try await fileSystem.claim(
-            candidate, recording: Manifest.line(record), in: manifest.path, trial: trial)
+            candidate, recording: Manifest.line(record), token: token, in: manifest.path,
+            trial: trial)
         } catch let lost as ClaimAnswerLost {
           // The create may have happened with its answer lost (the child ended, the request
           // timed out, the connection dropped): said in the manifest, so the resume reports an
@@ -270,13 +278,18 @@ struct DeliveryRun {
         }
         manifest.noteAppended(record)
         await afterClaim?()
-        guard let found = try await fileSystem.fileID(at: candidate), found.size == 0 else {
+        guard let found = try await fileSystem.fileID(at: candidate),
+          NameRules.isClaimSized(found.size)
+        else {
           continue  // Removed or written by someone else meanwhile: not a name of ours.
         }
         claim = found.id
+        // The marker says the claim holds the token (a write that failed left it empty): only
+        // then can a resume prove it its own after a move may have been sent.
         try await manifest.append(
           .claimed, source: file, target: candidate, attempt: attempt, temporary: temporary,
-          fileID: fileID, claimID: found.id)
+          fileID: fileID, claimID: found.id,
+          marker: found.size == Int64(token.count) ? marker : nil)
       }
       if claim != nil, crashPoint == .killedBeforeMove { throw SimulatedCrash() }
       if claim != nil, crashPoint == .killedBeforeSecondMove {
@@ -306,13 +319,13 @@ struct DeliveryRun {
           fileID: fileID, claimID: claim)
         throw error
       }
-      if !installed, let claim,
-        (try? await fileSystem.fileID(at: candidate)) == FileID(id: claim, size: 0)
+      if !installed, let claim, let found = try? await fileSystem.fileID(at: candidate),
+        found.id == claim, NameRules.isClaimSized(found.size)
       {
-        // Not moved, and an empty file with the claim's id is still there: the claim, which
+        // Not moved, and a claim with the claim's id is still there: the claim, which
         // libsmbclient could not delete (someone holds it open), or another writer's claim
         // that got its inode number. Either way not removed; the operator learns of it.
-        notePossibleLeftover(of: file, at: candidate, id: claim, reason: .claimAnswerLost)
+        notePossibleLeftover(of: file, at: candidate, found: found, reason: .claimAnswerLost)
       }
       if installed {
         if crashPoint == .installed { throw SimulatedCrash() }
@@ -331,6 +344,26 @@ struct DeliveryRun {
       }
     }
     fatalError("unreachable: 1... is endless")
+  }
+
+  /// This run's marker: recorded (`live`), then created and held open at the run's first
+  /// claim (``DestinationFileSystem/holdMarker(_:)``).
+  private mutating func heldMarker() async throws -> RelativePath {
+    if let marker { return marker }
+    let path = [NameRules.markerName()]
+    try await manifest.appendMarker(path)
+    try await fileSystem.holdMarker(path)
+    marker = path
+    return path
+  }
+
+  /// Removes the markers of earlier runs of this folder once it is delivered: each is that
+  /// run's alone. One still held open (a connection the server has not closed yet) is refused
+  /// and stays.
+  mutating func removeEarlierMarkers() async {
+    for path in manifest.markers where path != marker {
+      await fileSystem.removeQuietly(path)
+    }
   }
 
   /// How the test seams want this claim made.
@@ -444,13 +477,15 @@ struct DeliveryRun {
         // A second rename libsmbclient sent for an earlier name, carried out after the attempt
         // had moved on: the file is there. This name's claim is left, and reported.
         accepted = earlier
-        if attempt.claimed, let found, found.size == 0,
+        if attempt.claimed, let found, NameRules.isClaimSized(found.size),
           attempt.claimID.map({ $0 == found.id }) ?? true
         {
-          notePossibleLeftover(of: file, at: target, id: found.id, reason: .claimAnswerLost)
+          notePossibleLeftover(of: file, at: target, found: found, reason: .claimAnswerLost)
         }
-      } else if !attempt.delivered, attempt.claimed, let found, found.size == 0 {
-        settleClaim(of: file, attempt, at: target, found: found)
+      } else if !attempt.delivered, attempt.claimed, let found,
+        NameRules.isClaimSized(found.size)
+      {
+        await settleClaim(of: file, attempt, at: target, found: found, fenced: fenced)
       }
     }
     if let accepted, fence == .moved, !(try await fileSystem.isSettled(accepted)) {
@@ -555,58 +590,88 @@ struct DeliveryRun {
     for claim in claims {
       // A claim keeps its inode number while it exists: with its id recorded, an empty file
       // carrying another is not it.
-      guard let found = try? await fileSystem.fileID(at: claim.target), found.size == 0,
-        claim.claimID.map({ $0 == found.id }) ?? true
+      guard let found = try? await fileSystem.fileID(at: claim.target),
+        NameRules.isClaimSized(found.size), claim.claimID.map({ $0 == found.id }) ?? true
       else { continue }
       notePossibleLeftover(
-        of: file, at: claim.target, id: found.id,
+        of: file, at: claim.target, found: found,
         reason: claim.answerLost ? .claimAnswerLost : .claimNotRecorded)
     }
   }
 
-  /// The empty file `found` at the name `attempt` claimed, no move known to have taken it:
-  /// removed when the records prove it is the claim, reported when they can't.
+  /// The claim-sized file `found` at the name `attempt` claimed, no move known to have taken
+  /// it: removed when the records (or the token and the marker) prove it is the claim and that
+  /// nothing can remove it any more, reported when they can't. `fenced`: the fence holds the
+  /// upload, so no move of it happened or will.
   private mutating func settleClaim(
-    of file: SourceFile, _ attempt: Manifest.Attempt, at target: RelativePath, found: FileID
-  ) {
+    of file: SourceFile, _ attempt: Manifest.Attempt, at target: RelativePath, found: FileID,
+    fenced: Bool
+  ) async {
     switch attempt.claimID {
     case nil:
       // Recorded by the claim child alone: no move was tried (it comes after the id's record),
-      // and no one else removes a claim, so the empty file is this attempt's claim. Removed
-      // after the next attempt's record: a later resume then only reports the name.
+      // and no one else removes a claim, so the file is this attempt's claim. Removed after
+      // the next attempt's record: a later resume then only reports the name.
       cleanup.claims.append(target)
     case found.id where attempt.moveFailed:
       // The move was refused before libsmbclient deleted anything: still the claim.
       cleanup.claims.append(target)
-    case found.id:
-      // A move may have been sent: libsmbclient may have deleted the claim, and another
-      // writer's claim here can carry its inode number. Reported, never removed.
-      notePossibleLeftover(of: file, at: target, id: found.id, reason: .claimAnswerLost)
-    default:
-      break  // Someone else's.
+    case let claimID:
+      // A move may have been sent: libsmbclient may have deleted the claim (and another
+      // writer's claim here can carry its inode number), or its delete may still be held by a
+      // stalled server.
+      guard let marker = attempt.claimMarker, let id = attempt.id else {
+        // A claim without the token: only its id tells, which another writer's claim can
+        // carry. Reported, never removed.
+        if claimID == found.id {
+          notePossibleLeftover(of: file, at: target, found: found, reason: .claimAnswerLost)
+        }
+        return
+      }
+      let token = NameRules.claimToken(attempt: id)
+      guard found.size == Int64(token.count),
+        let bytes = try? await fileSystem.leadingBytes(of: target, limit: token.count + 1),
+        bytes == token
+      else { return }  // Another writer's claim or file: not this attempt's to report.
+      // The attempt's own claim. Removed only when nothing of the run that sent the move can
+      // still be carried out (its marker released: no late delete of it, no late rename) and
+      // the fence holds the upload (or the run's own give-up did); otherwise reported.
+      if fenced || attempt.abandoned, await isReleased(marker) {
+        cleanup.claims.append(target)
+      } else {
+        notePossibleLeftover(of: file, at: target, found: found, reason: .claimAnswerLost)
+      }
     }
   }
 
-  /// Reports the empty file at `target` as a possible leftover of `file`'s claims, once.
+  /// Whether no connection holds `marker` open any more; a look-up that fails says no.
+  private mutating func isReleased(_ marker: RelativePath) async -> Bool {
+    if releasedMarkers.contains(marker) { return true }
+    guard (try? await fileSystem.isReleased(marker: marker)) == true else { return false }
+    releasedMarkers.insert(marker)
+    return true
+  }
+
+  /// Reports the claim `found` at `target` as a possible leftover of `file`'s claims, once.
   private mutating func notePossibleLeftover(
-    of file: SourceFile, at target: RelativePath, id: UInt64,
+    of file: SourceFile, at target: RelativePath, found: FileID,
     reason: ForwardReport.PossibleLeftover.Reason
   ) {
     guard !possibleLeftovers.contains(where: { $0.path == target }) else { return }
     let leftover = ForwardReport.PossibleLeftover(
       source: file.relativeText, path: joined(target), reason: reason)
-    possibleLeftovers.append(NotedLeftover(leftover: leftover, path: target, id: id))
+    possibleLeftovers.append(NotedLeftover(leftover: leftover, path: target, found: found))
   }
 
-  /// After the resume's clean-up: a claim that is gone is recorded `released` (an empty file
-  /// found there later is not this file's claim); an empty file still there (the server refused
-  /// the removal: someone holds it open) is reported, since no later resume removes it.
+  /// After the resume's clean-up: a claim that is gone is recorded `released` (a claim found
+  /// there later is not this file's); a claim-sized file still there (the server refused the
+  /// removal: someone holds it open) is reported, since no later resume removes it.
   private mutating func settleRemovedClaims(of file: SourceFile, _ removed: [RelativePath]) async {
     for path in removed {
       let found: FileID?
       do { found = try await fileSystem.fileID(at: path) } catch { continue }
-      if let found, found.size == 0 {
-        notePossibleLeftover(of: file, at: path, id: found.id, reason: .claimAnswerLost)
+      if let found, NameRules.isClaimSized(found.size) {
+        notePossibleLeftover(of: file, at: path, found: found, reason: .claimAnswerLost)
       } else {
         try? await manifest.append(.released, source: file, target: path, attempt: nil)
         // Noted this run as an earlier claim's possible leftover: it was this claim, now gone.
@@ -615,7 +680,7 @@ struct DeliveryRun {
     }
   }
 
-  /// The possible leftovers still empty, with the id they had when noted: a name that another
+  /// The possible leftovers still there as noted (same id and size): a name that another
   /// writer's delivery (or rename) has taken since is no longer reported.
   mutating func confirmedLeftovers() async -> [ForwardReport.PossibleLeftover] {
     var confirmed: [ForwardReport.PossibleLeftover] = []
@@ -627,7 +692,7 @@ struct DeliveryRun {
         confirmed.append(noted.leftover)
         continue
       }
-      if found == FileID(id: noted.id, size: 0) { confirmed.append(noted.leftover) }
+      if found == noted.found { confirmed.append(noted.leftover) }
     }
     return confirmed
   }

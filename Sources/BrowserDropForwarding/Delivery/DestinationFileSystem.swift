@@ -35,17 +35,19 @@ protocol DestinationFileSystem: Sendable {
     _ source: SourceFile, to temporary: RelativePath,
     progress: @Sendable (Int64) async -> Void
   ) async throws -> UInt64
-  /// Whether a final name must be claimed (``claim(_:recording:in:trial:)``) before
+  /// Whether a final name must be claimed (``claim(_:recording:token:in:trial:)``) before
   /// ``install(_:at:replacing:claim:)`` because the backend has no rename that refuses to
   /// replace (SMB).
   var needsClaim: Bool { get }
   /// Creates an empty file at `final` exclusively and, once it exists, appends `record` (one
   /// line) to the manifest file at `manifest` and flushes it, as one step that a kill of this
-  /// process cannot split: false (nothing created, nothing recorded) when the name is taken by
-  /// a file or a folder. Its id is read afterwards (``fileID(at:)``).
+  /// process cannot split, then writes `token` into it through the create's own handle (a
+  /// failed write leaves it empty): false (nothing created, nothing recorded) when the name is
+  /// taken by a file or a folder. Its id and size are read afterwards (``fileID(at:)``).
   /// `trial` is for tests only (``ClaimTrial``).
   func claim(
-    _ final: RelativePath, recording record: [UInt8], in manifest: String, trial: ClaimTrial?
+    _ final: RelativePath, recording record: [UInt8], token: [UInt8], in manifest: String,
+    trial: ClaimTrial?
   ) async throws -> Bool
   /// Moves `temporary` to `final`. Unless `replacing`, never replaces anything but this
   /// attempt's own `claim`: false (leaving `temporary` in place, and nothing at `final` that
@@ -67,12 +69,32 @@ protocol DestinationFileSystem: Sendable {
   /// (SMB: an open sharing it with readers only is granted; readers don't count). False when
   /// such a handle is open, or nothing is there.
   func isSettled(_ path: RelativePath) async throws -> Bool
+  /// The first bytes (at most `limit`) of the file at `path`; nil when nothing is there.
+  func leadingBytes(of path: RelativePath, limit: Int) async throws -> [UInt8]?
+  /// Creates this run's marker at `path` (a name of its own, ``NameRules/markerName()``) and
+  /// keeps it open for writing on the connection that sends every move and delete of the run,
+  /// until ``close(releasingMarker:)``. A stalled server holds the handle open as long as it
+  /// may still carry out a request of that connection (it closes a connection's handles only
+  /// after its last request), so a later run learns from ``isReleased(marker:)`` that nothing
+  /// of this run can happen any more.
+  func holdMarker(_ path: RelativePath) async throws
+  /// Whether no connection holds the marker at `path` open any more: an open sharing it with
+  /// readers only is granted, or nothing is there (the run that made it removed it after its
+  /// last request was answered, or was stopped before creating it).
+  func isReleased(marker path: RelativePath) async throws -> Bool
   /// Removes a file, ignoring failures: used to clean up after an error.
   func removeQuietly(_ path: RelativePath) async
   /// The SHA-256 digest of a file, read back from the destination.
   func sha256(at path: RelativePath) async throws -> [UInt8]
-  /// Releases the connection.
-  func close() async
+  /// Releases the connection. With `releasingMarker`, closes this run's marker and removes it
+  /// first (refused while another handle is open on it); without it (a test's simulated
+  /// crash), the marker stays as a kill would leave it.
+  func close(releasingMarker: Bool) async
+}
+
+extension DestinationFileSystem {
+  /// Releases the connection and this run's marker.
+  func close() async { await close(releasingMarker: true) }
 }
 
 /// What ``DestinationFileSystem/fence(_:aside:)`` found.

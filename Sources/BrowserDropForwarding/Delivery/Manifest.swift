@@ -14,10 +14,15 @@ import Glibc
 ///   attempt's.
 /// * `installing`: the uploaded file's server-side id (`st_ino`, which a rename keeps) and the
 ///   final name about to be tried.
+/// * `live` (SMB): the run's marker (``DestinationFileSystem/holdMarker(_:)``), before it is
+///   created at its first claim: a later run takes a claim of this run for its own only once
+///   no connection holds the marker open (so no request of this run can still be carried
+///   out), and removes it when the folder is delivered.
 /// * `claimed` (SMB): the empty file created exclusively at that name, recorded by the
 ///   delivery's claim child that makes the create (it holds an `flock` on this file while it
-///   runs, see ``load(folder:destination:)``), then again with its id, before the temporary
-///   file is renamed over it.
+///   runs, see ``load(folder:destination:)``), then again with its id and the run's marker,
+///   once the attempt's token (``NameRules/claimToken(attempt:)``) is written into it, before
+///   the temporary file is renamed over it.
 /// * `unanswered` (SMB): the claim of the `installing` record's name failed without proof that
 ///   nothing was created there (its answer was lost, or it timed out): an empty file found at
 ///   that name later may be this attempt's claim.
@@ -47,6 +52,7 @@ struct Manifest: Sendable {
   struct Record: Codable, Sendable {
     enum State: String, Codable, Sendable {
       case uploading
+      case live
       case installing
       case claimed
       case unanswered
@@ -67,8 +73,11 @@ struct Manifest: Sendable {
     var temporary: [String]?
     /// The uploaded file's server-side id (`installing`, `delivered`).
     var fileID: UInt64?
-    /// The id of the empty claim at `target` (`claimed`).
+    /// The id of the claim at `target` (`claimed`).
     var claimID: UInt64?
+    /// The marker of the run that recorded the claim's id (`claimed`): present when the claim
+    /// holds the attempt's token.
+    var marker: [String]?
   }
 
   /// What the records say about one source file's latest attempt.
@@ -83,6 +92,9 @@ struct Manifest: Sendable {
     var claimed = false
     /// The claim's id; nil for a claim recorded before its id was read (no rename followed).
     var claimID: UInt64?
+    /// The marker of the run that recorded the claim's id, when the claim holds the attempt's
+    /// token (``NameRules/claimToken(attempt:)``); nil for claims of versions before tokens.
+    var claimMarker: RelativePath?
     /// Whether the claim at `target` was sent and failed without an answer that proves nothing
     /// was created (`unanswered`).
     var claimUnanswered = false
@@ -144,6 +156,9 @@ struct Manifest: Sendable {
   private(set) var unprovenClaims: [String: [UnprovenClaim]] = [:]
   /// Per source file, the temporary names of its earlier attempts that were not delivered.
   private(set) var earlierTemporaries: [String: [RelativePath]] = [:]
+  /// The markers of the runs recorded here (``DestinationFileSystem/holdMarker(_:)``), removed
+  /// when the folder is delivered.
+  private(set) var markers: [RelativePath] = []
 
   /// Reads the manifest in `folder`, if any.
   ///
@@ -209,6 +224,10 @@ struct Manifest: Sendable {
   }
 
   private mutating func apply(_ record: Record) {
+    if record.state == .live {
+      if !markers.contains(record.target) { markers.append(record.target) }
+      return
+    }
     if record.state == .released {
       // An earlier attempt's claim, removed by the resume as provably its own: the name is no
       // longer this file's to look at.
@@ -247,6 +266,7 @@ struct Manifest: Sendable {
       attempt.target = record.target
       attempt.claimed = false
       attempt.claimID = nil
+      attempt.claimMarker = nil
       attempt.claimUnanswered = false
       attempt.moveFailed = false
     case .unanswered:
@@ -256,6 +276,7 @@ struct Manifest: Sendable {
       attempt.target = record.target
       attempt.claimed = true
       attempt.claimID = record.claimID
+      attempt.claimMarker = record.marker
       if record.claimID != nil, !attempt.claimedTargets.contains(record.target) {
         attempt.claimedTargets.append(record.target)
       }
@@ -263,8 +284,8 @@ struct Manifest: Sendable {
       attempt.moveFailed = true
     case .abandoned:
       attempt.abandoned = true
-    case .released:
-      break  // Applied above: it concerns no attempt.
+    case .released, .live:
+      break  // Applied above: they concern no attempt.
     case .delivered:
       attempt.target = record.target
       attempt.delivered = true
@@ -272,15 +293,17 @@ struct Manifest: Sendable {
     attempts[record.source] = attempt
   }
 
-  /// The record ``append(_:source:target:attempt:temporary:fileID:claimID:)`` would write.
+  /// The record ``append(_:source:target:attempt:temporary:fileID:claimID:marker:)`` would
+  /// write.
   func record(
     _ state: Record.State, source: SourceFile, target: RelativePath = [], attempt: String?,
-    temporary: RelativePath? = nil, fileID: UInt64? = nil, claimID: UInt64? = nil
+    temporary: RelativePath? = nil, fileID: UInt64? = nil, claimID: UInt64? = nil,
+    marker: RelativePath? = nil
   ) -> Record {
     Record(
       destination: destination, source: source.relativeText, target: target, state: state,
       size: source.size, attempt: attempt, temporary: temporary, fileID: fileID,
-      claimID: claimID)
+      claimID: claimID, marker: marker)
   }
 
   /// One line of the file: `record` as JSON with sorted keys, and a newline.
@@ -300,13 +323,27 @@ struct Manifest: Sendable {
   /// Appends a record and makes it durable.
   mutating func append(
     _ state: Record.State, source: SourceFile, target: RelativePath = [], attempt: String?,
-    temporary: RelativePath? = nil, fileID: UInt64? = nil, claimID: UInt64? = nil
+    temporary: RelativePath? = nil, fileID: UInt64? = nil, claimID: UInt64? = nil,
+    marker: RelativePath? = nil
   )
     async throws
   {
-    let record = record(
-      state, source: source, target: target, attempt: attempt, temporary: temporary,
-      fileID: fileID, claimID: claimID)
+    try await append(
+      record(
+        state, source: source, target: target, attempt: attempt, temporary: temporary,
+        fileID: fileID, claimID: claimID, marker: marker))
+  }
+
+  /// Appends the `live` record of a run's marker at `path`, before it is created.
+  mutating func appendMarker(_ path: RelativePath) async throws {
+    try await append(
+      Record(
+        destination: destination, source: "", target: path, state: .live, size: 0,
+        attempt: nil))
+  }
+
+  /// Applies `record`, then appends it and makes it durable.
+  private mutating func append(_ record: Record) async throws {
     apply(record)
     let path = self.path
     let line = try Self.line(record)

@@ -66,6 +66,29 @@ enum NameRules {
     return temporary.dropLast() + [String(name.dropLast(".part".count)) + ".aside"]
   }
 
+  /// What an attempt writes into each claim it makes (SMB), so a resume can tell its own
+  /// claim from any other file at the name, even one that got the claim's inode number after
+  /// libsmbclient deleted it: `browserdrop claim <attempt id>` and a newline, a fixed
+  /// ``claimTokenLength`` bytes.
+  static func claimToken(attempt: String) -> [UInt8] {
+    Array("browserdrop claim \(attempt)\n".utf8)
+  }
+
+  /// The size of every ``claimToken(attempt:)``.
+  static let claimTokenLength = claimToken(attempt: attemptID()).count
+
+  /// Whether a file of `size` bytes may be a claim: an empty one (just created, or made by a
+  /// version before claim tokens) or one holding a token.
+  static func isClaimSized(_ size: Int64) -> Bool {
+    size == 0 || size == Int64(claimTokenLength)
+  }
+
+  /// The hidden name of a run's marker (``DestinationFileSystem/holdMarker(_:)``), in the
+  /// destination's root folder: `.browserdrop-<random id>.live`.
+  static func markerName() -> String {
+    ".browserdrop-" + attemptID() + ".live"
+  }
+
   /// The temporary name versions before attempts used, fixed per source path (FNV-1a), which a
   /// resume of their manifests needs to recognise.
   static func legacyTemporaryName(for source: String) -> String {

@@ -167,7 +167,8 @@ struct LocalFileSystem: DestinationFileSystem {
 
   /// Never called (``needsClaim`` is false); made as SMB's in-process claim is.
   func claim(
-    _ final: RelativePath, recording record: [UInt8], in manifest: String, trial: ClaimTrial?
+    _ final: RelativePath, recording record: [UInt8], token: [UInt8], in manifest: String,
+    trial: ClaimTrial?
   ) async throws -> Bool {
     try await DedicatedThread.localIO.run { [self] in
       let fd = Glibc.open(path(final), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
@@ -175,7 +176,7 @@ struct LocalFileSystem: DestinationFileSystem {
         if errno == EEXIST || errno == EISDIR { return false }
         throw failure(.last("open"), .modify, final)
       }
-      Glibc.close(fd)
+      defer { Glibc.close(fd) }
       if trial == .crashOnceCreated || trial == .crashInProcessOnceCreated {
         throw SimulatedCrash()
       }
@@ -184,6 +185,7 @@ struct LocalFileSystem: DestinationFileSystem {
         throw ForwardFailure(
           kind: .sourceUnreadable, place: .source, item: Manifest.fileName, errno: error.code)
       }
+      _ = token.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
       return true
     }
   }
@@ -263,7 +265,28 @@ struct LocalFileSystem: DestinationFileSystem {
       failure: { failure($0, .inspect, relative) })
   }
 
-  func close() async {}
+  func leadingBytes(of relative: RelativePath, limit: Int) async throws -> [UInt8]? {
+    try await DedicatedThread.localIO.run { [self] () throws(ForwardFailure) -> [UInt8]? in
+      let file = Glibc.open(path(relative), O_RDONLY | O_CLOEXEC)
+      guard file >= 0 else {
+        if errno == ENOENT { return nil }
+        throw failure(.last("open"), .inspect, relative)
+      }
+      defer { Glibc.close(file) }
+      var bytes = [UInt8](repeating: 0, count: limit)
+      let count = bytes.withUnsafeMutableBytes { Glibc.read(file, $0.baseAddress, $0.count) }
+      guard count >= 0 else { throw failure(.last("read"), .inspect, relative) }
+      return Array(bytes[..<count])
+    }
+  }
+
+  /// Nothing to hold: a local call is carried out before it returns, so no request of a run
+  /// that was stopped can still happen.
+  func holdMarker(_ path: RelativePath) async throws {}
+
+  func isReleased(marker path: RelativePath) async throws -> Bool { true }
+
+  func close(releasingMarker: Bool) async {}
 
   // MARK: Source files (shared with the SMB destination)
 

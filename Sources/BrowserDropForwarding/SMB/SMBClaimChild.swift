@@ -37,7 +37,8 @@ final class SMBClaimChild: @unchecked Sendable {
   /// there is none, or when the one there is may be near its idle bound), and waits for the
   /// answer on this thread. `lockedManifest` opens the manifest and takes its exclusive lock.
   func claim(
-    _ url: String, recording record: [UInt8], in manifest: String, context: SMBContext,
+    _ url: String, recording record: [UInt8], token: [UInt8], in manifest: String,
+    context: SMBContext,
     lockedManifest: (String) throws(ForwardFailure) -> Int32
   ) throws(ForwardFailure) -> Answer {
     // The child's alarm ends it after `bound` seconds without a request; retire it well
@@ -55,7 +56,7 @@ final class SMBClaimChild: @unchecked Sendable {
       if pid == 0, let code = try start(for: manifest, context: context, lockedManifest) {
         return .notSent(code)
       }
-      let sent = Self.send(url, record, to: socket)
+      let sent = Self.send(url, record, token, to: socket)
       guard sent == 0 else {
         end()
         if sent == EINVAL { return .notSent(sent) }
@@ -76,12 +77,13 @@ final class SMBClaimChild: @unchecked Sendable {
   /// server has the file, lets the child go as a kill of this process would (closes this end:
   /// the child records the claim, sees the end of file and exits); a thread of its own reaps it.
   func abandon(
-    _ url: String, recording record: [UInt8], in manifest: String, context: SMBContext,
+    _ url: String, recording record: [UInt8], token: [UInt8], in manifest: String,
+    context: SMBContext,
     lockedManifest: (String) throws(ForwardFailure) -> Int32, once created: () -> Bool
   ) throws(ForwardFailure) -> Bool {
     if pid > 0 { end() }
     if try start(for: manifest, context: context, lockedManifest) != nil { return false }
-    guard Self.send(url, record, to: socket) == 0 else {
+    guard Self.send(url, record, token, to: socket) == 0 else {
       end()
       return false
     }
@@ -138,11 +140,18 @@ final class SMBClaimChild: @unchecked Sendable {
     return nil
   }
 
-  private static func send(_ url: String, _ record: [UInt8], to socket: Int32) -> Int32 {
+  private static func send(
+    _ url: String, _ record: [UInt8], _ token: [UInt8], to socket: Int32
+  ) -> Int32 {
     url.withCString { url in
       record.withUnsafeBufferPointer { line in
         line.withMemoryRebound(to: CChar.self) { text in
-          cbd_claimer_send(socket, url, text.baseAddress, text.count)
+          token.withUnsafeBufferPointer { token in
+            token.withMemoryRebound(to: CChar.self) { token in
+              cbd_claimer_send(
+                socket, url, text.baseAddress, text.count, token.baseAddress, token.count)
+            }
+          }
         }
       }
     }

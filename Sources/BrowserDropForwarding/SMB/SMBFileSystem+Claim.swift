@@ -21,7 +21,8 @@ extension SMBFileSystem {
   }
 
   func claim(
-    _ final: RelativePath, recording record: [UInt8], in manifest: String, trial: ClaimTrial?
+    _ final: RelativePath, recording record: [UInt8], token: [UInt8], in manifest: String,
+    trial: ClaimTrial?
   ) async throws -> Bool {
     let outcome = try await DedicatedThread.smb.run {
       [self] () throws(ForwardFailure) -> ClaimOutcome in
@@ -29,22 +30,23 @@ extension SMBFileSystem {
         SMBChildWriter.canWaitForChildren
       else {
         return try claimHere(
-          final, recording: record, lockingFirst: manifest,
+          final, recording: record, token: token, lockingFirst: manifest,
           crashOnceCreated: trial == .crashInProcessOnceCreated)
       }
       let url = context.url(root + final)
       if trial == .crashOnceCreated {
         let abandoned = try claimChild.abandon(
-          url, recording: record, in: manifest, context: context,
+          url, recording: record, token: token, in: manifest, context: context,
           lockedManifest: Self.lockedManifest
         ) { (try? context.stat(root + final)) != nil }
         return abandoned
-          ? .crashed : try claimHere(final, recording: record, lockingFirst: manifest)
+          ? .crashed
+          : try claimHere(final, recording: record, token: token, lockingFirst: manifest)
       }
       // The child answers after one create and one flush (bounded by its alarm): waiting for
       // it here holds only the SMB lane.
       switch try claimChild.claim(
-        url, recording: record, in: manifest, context: context,
+        url, recording: record, token: token, in: manifest, context: context,
         lockedManifest: Self.lockedManifest)
       {
       case .answered(0): return .claimed
@@ -54,7 +56,7 @@ extension SMBFileSystem {
       case .notSent:
         // No child (fork failed, or it is gone and none could be started): nothing was asked,
         // so create and record here, where a kill between the two leaves an unrecorded claim.
-        return try claimHere(final, recording: record, lockingFirst: manifest)
+        return try claimHere(final, recording: record, token: token, lockingFirst: manifest)
       case .lost:
         return .lost(failure(SystemError(call: "smbc_open", code: EIO), .modify, final))
       }
@@ -95,20 +97,21 @@ extension SMBFileSystem {
   /// The claim without a child, under the manifest's lock (so a reader in another process
   /// does not read between the two steps while this process lives).
   fileprivate func claimHere(
-    _ final: RelativePath, recording record: [UInt8], lockingFirst manifest: String,
-    crashOnceCreated: Bool = false
+    _ final: RelativePath, recording record: [UInt8], token: [UInt8],
+    lockingFirst manifest: String, crashOnceCreated: Bool = false
   ) throws(ForwardFailure) -> ClaimOutcome {
     let file = try Self.lockedManifest(manifest)
     defer { Glibc.close(file) }
     return try claimHere(
-      final, recording: record, in: manifest, crashOnceCreated: crashOnceCreated)
+      final, recording: record, token: token, in: manifest, crashOnceCreated: crashOnceCreated)
   }
 
-  /// The claim without a child: the create, then the record; a record that fails removes the
-  /// file just created (the one file this attempt knows it made). `crashOnceCreated` (tests)
-  /// ends it between the two.
+  /// The claim without a child: the create, then the record, then the token through the
+  /// create's handle; a record that fails removes the file just created (the one file this
+  /// attempt knows it made). `crashOnceCreated` (tests) ends it between the create and the
+  /// record.
   fileprivate func claimHere(
-    _ final: RelativePath, recording record: [UInt8], in manifest: String,
+    _ final: RelativePath, recording record: [UInt8], token: [UInt8], in manifest: String,
     crashOnceCreated: Bool
   ) throws(ForwardFailure) -> ClaimOutcome {
     let claim: SMBFile
@@ -134,7 +137,9 @@ extension SMBFileSystem {
       throw ForwardFailure(
         kind: .sourceUnreadable, place: .source, item: Manifest.fileName, errno: error.code)
     }
-    try? context.close(claim)  // An empty file: a failed close loses nothing.
+    // A write that fails leaves the claim empty; the delivery reads its size.
+    token.withUnsafeBytes { bytes in _ = try? context.write(claim, bytes) }
+    try? context.close(claim)  // A claim: a failed close loses nothing.
     return .claimed
   }
 }

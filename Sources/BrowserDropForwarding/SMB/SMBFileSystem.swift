@@ -11,6 +11,8 @@ struct SMBFileSystem: DestinationFileSystem {
   let context: SMBContext
   /// The delivery's claim child, started at its first claim and ended by ``close()``.
   let claimChild = SMBClaimChild()
+  /// This run's marker, held open from the first claim until ``close(releasingMarker:)``.
+  let marker = SMBMarker()
   /// The destination folder inside the share.
   let root: RelativePath
   let place: ForwardFailure.Place
@@ -199,12 +201,24 @@ struct SMBFileSystem: DestinationFileSystem {
   }
 
   func isSettled(_ path: RelativePath) async throws -> Bool {
-    try await DedicatedThread.smb.run { [context, root] () throws -> Bool in
+    try await openSharingReads(path) == .granted
+  }
+
+  /// What an open of `path` that shares it with readers only met.
+  private enum SharedOpen {
+    case granted, held, missing
+  }
+
+  /// Opens `path` sharing it with readers only, and closes it again.
+  private func openSharingReads(_ path: RelativePath) async throws -> SharedOpen {
+    try await DedicatedThread.smb.run { [context, root] () throws -> SharedOpen in
       do throws(SystemError) {
         try context.openSharingReads(root + path)
-        return true
-      } catch  where Self.heldByAnother(error.code) || error.code == ENOENT {
-        return false
+        return .granted
+      } catch  where Self.heldByAnother(error.code) {
+        return .held
+      } catch  where error.code == ENOENT {
+        return .missing
       } catch {
         throw failure(error, .inspect, path)
       }
@@ -289,10 +303,72 @@ struct SMBFileSystem: DestinationFileSystem {
     return digest.finalize()
   }
 
-  func close() async {
-    _ = await DedicatedThread.smb.run { [context, claimChild] in
+  func leadingBytes(of path: RelativePath, limit: Int) async throws -> [UInt8]? {
+    try await DedicatedThread.smb.run { [context, root] () throws -> [UInt8]? in
+      let file: SMBFile
+      do throws(SystemError) {
+        file = try context.open(root + path, flags: O_RDONLY)
+      } catch  where error.code == ENOENT || error.code == EISDIR {
+        return nil
+      } catch {
+        throw failure(error, .inspect, path)
+      }
+      defer { try? context.close(file) }
+      let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: limit, alignment: 1)
+      defer { buffer.deallocate() }
+      var count = 0
+      do throws(SystemError) {
+        while count < limit {
+          let read = try context.read(
+            file, into: UnsafeMutableRawBufferPointer(rebasing: buffer[count...]))
+          if read == 0 { break }
+          count += read
+        }
+      } catch {
+        throw failure(error, .inspect, path)
+      }
+      return Array(buffer[..<count])
+    }
+  }
+
+  func holdMarker(_ path: RelativePath) async throws {
+    try await DedicatedThread.smb.run { [context, root, marker] () throws -> Void in
+      guard marker.file == nil else { return }
+      do throws(SystemError) {
+        // Open for writing: the open of isReleased(marker:), which shares only reading, is
+        // refused while this handle lasts.
+        marker.file = try context.open(root + path, flags: O_RDWR | O_CREAT | O_EXCL)
+        marker.path = path
+      } catch {
+        throw failure(error, .modify, path)
+      }
+    }
+  }
+
+  func isReleased(marker path: RelativePath) async throws -> Bool {
+    try await openSharingReads(path) != .held
+  }
+
+  func close(releasingMarker: Bool) async {
+    _ = await DedicatedThread.smb.run { [context, root, claimChild, marker] in
       claimChild.end()
+      if releasingMarker, let file = marker.file, let path = marker.path {
+        // Every request of this connection has been answered: nothing of this run can happen
+        // later. A connection libsmbclient replaced after a failure still holds the old
+        // handle on the server, which refuses the removal (the handle does not share
+        // deleting): the marker then stays for the next run to look at.
+        try? context.close(file)
+        try? context.unlink(root + path)
+      }
+      marker.file = nil
       context.free()
     }
   }
+}
+
+/// A run's marker (``DestinationFileSystem/holdMarker(_:)``): the handle held open and its
+/// path. `@unchecked Sendable`: used only on ``DedicatedThread/smb``, one job at a time.
+final class SMBMarker: @unchecked Sendable {
+  var file: SMBFile?
+  var path: RelativePath?
 }

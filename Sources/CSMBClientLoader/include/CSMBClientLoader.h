@@ -183,7 +183,9 @@ struct cbd_smbc_claimer {
 /// The child signs in once (at its first claim) on a connection of its own and then serves
 /// one request at a time from `socket_fd` (see cbd_claimer_send): it creates the request's URL
 /// with O_CREAT | O_EXCL, appends the request's record to `record_fd` and flushes it
-/// (fdatasync) before it closes the new file, and answers with an int32: 0 when it created and
+/// (fdatasync), then writes the request's token through the handle of the create (so into the
+/// file it created, never into another found by name; a write that fails leaves the file empty
+/// and changes no answer) and closes it, and answers with an int32: 0 when it created and
 /// recorded the file, EEXIST when the name is taken (by a file or a folder), otherwise the
 /// errno of the first failure. The record is appended with cbd_append_record (after a newline
 /// when the file ends in a line cut short; cut off again when its write or flush fails). When
@@ -204,11 +206,13 @@ struct cbd_smbc_claimer {
 /// a kill of the whole process group or cgroup) can still come between a create and its record.
 pid_t cbd_smbc_fork_claimer(const struct cbd_smbc_claimer *job);
 
-/// Sends one claim request to a claim child: the percent-encoded smb:// URL to create and the
-/// record (one line ending in a newline, `record_length` bytes). Never raises SIGPIPE. Returns
-/// 0, EINVAL for a field longer than CBD_CLAIM_MAX_FIELD (or an empty URL), or the errno of
-/// the failed send (EPIPE when the child is gone).
-int cbd_claimer_send(int socket, const char *url, const char *record, size_t record_length);
+/// Sends one claim request to a claim child: the percent-encoded smb:// URL to create, the
+/// record (one line ending in a newline, `record_length` bytes) and the token to write into
+/// the new file (`token_length` bytes, may be 0). Never raises SIGPIPE. Returns 0, EINVAL for a
+/// field longer than CBD_CLAIM_MAX_FIELD (or an empty URL), or the errno of the failed send
+/// (EPIPE when the child is gone).
+int cbd_claimer_send(int socket, const char *url, const char *record, size_t record_length,
+    const char *token, size_t token_length);
 
 /// Waits for the answer to the request sent last: 0, EEXIST or the child's errno; -1 when the
 /// child ended first (the create may or may not have happened). Blocks: never call it on a

@@ -55,8 +55,9 @@ enum ReportText {
           "  \(TerminalText.escaped($0.source)) arrived as \(TerminalText.escaped($0.destination))"
         }
         + report.possibleLeftovers.map { leftover in
-          "  Empty file left in place at \(TerminalText.escaped(report.destination)): "
-            + "\(TerminalText.escaped(leftover.path)). A claim for "
+          "  Claim left in place at \(TerminalText.escaped(report.destination)): "
+            + "\(TerminalText.escaped(leftover.path)) (empty, or one line “browserdrop claim …”). "
+            + "A claim for "
             + "\(TerminalText.escaped(leftover.source)) \(leftoverCause(leftover.reason)) may "
             + "have made it, or it is a file delivered there before (by this kiosk or another "
             + "writer); \(TerminalText.escaped(leftover.source)) itself arrived under another "

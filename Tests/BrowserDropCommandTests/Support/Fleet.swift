@@ -218,9 +218,9 @@ struct Fleet {
     var found: [String: Int] = [:]
     let digests = try await CrashTrialTests.sha256(visible.map { intake.appending(path: $0) })
     for digest in digests { found[digest, default: 0] += 1 }
-    // Empty files at names a kiosk reported as possible leftovers of its claims (a claim it
-    // could not prove its own, so it left it and said so) are counted apart, but only at names
-    // no kiosk delivered an empty upload to: every delivery is in a `forwarded` event, under
+    // Claims at names a kiosk reported as possible leftovers (a claim it could not prove
+    // removable, so it left it and said so) are counted apart. An empty one only at names no
+    // kiosk delivered an empty upload to: every delivery is in a `forwarded` event, under
     // its own name or in `renamed`, and only `empty.txt` is empty, so an empty file at a name
     // of `big.bin` or `note.txt` is never one (a killed kiosk may have delivered `empty.txt`
     // under its own name without saying so, hence that name is never excused). Any other empty
@@ -234,11 +234,21 @@ struct Fleet {
       forwarded.flatMap { ($0["renamed"] as? [[String: String]]) ?? [] }
         .filter { $0["from"] == emptySource }.compactMap { $0["to"] }
     ).union([emptySource])
-    counts.reported =
+    let reportedEmpty =
       zip(visible, digests).filter {
         reported.contains($0.0) && !deliveredTo.contains($0.0) && $0.1 == Self.emptyDigest
       }.count
-    found[Self.emptyDigest, default: 0] -= counts.reported
+    found[Self.emptyDigest, default: 0] -= reportedEmpty
+    // A reported claim that holds its attempt's line (`browserdrop claim <id>`): no upload
+    // looks like that, so it is never a delivery. One that was not reported stays extra.
+    var reportedLines = 0
+    for (name, digest) in zip(visible, digests) where reported.contains(name) {
+      guard let data = try? Data(contentsOf: intake.appending(path: name)), Self.isClaimLine(data)
+      else { continue }
+      found[digest, default: 0] -= 1
+      reportedLines += 1
+    }
+    counts.reported = reportedEmpty + reportedLines
     counts.delivered -= counts.reported
     for (digest, times) in uploaded {
       counts.lost += max(0, times - found[digest, default: 0])
@@ -323,6 +333,14 @@ struct Fleet {
 
   /// Whether no session folder of the staging root holds a complete file (an upload answered
   /// 201 that is not yet in a batch).
+  /// Whether `data` is a claim's line: `browserdrop claim `, 16 hex digits, a newline.
+  private static func isClaimLine(_ data: Data) -> Bool {
+    let text = String(decoding: data, as: UTF8.self)
+    guard text.hasPrefix("browserdrop claim "), text.hasSuffix("\n") else { return false }
+    let id = text.dropFirst("browserdrop claim ".count).dropLast()
+    return id.count == 16 && id.allSatisfy(\.isHexDigit)
+  }
+
   private static func openBatchIsEmpty(_ staging: URL) -> Bool {
     CrashTrialTests.entries(staging).filter { $0.hasPrefix("session-") }.allSatisfy {
       TemporaryFolder.files(in: staging.appending(path: $0)).isEmpty
