@@ -6,7 +6,9 @@
 # for `--batch-folder intake`; KILLS rounds `kill -9` a kiosk while it forwards (then restart it),
 # OUTAGES rounds stop smbd under the deliveries and start it again. At the end the destination is
 # compared with the uploads (SHA-256): lost, duplicated, extra (content never uploaded) and
-# leftover (hidden temporary files or claims) are printed per run and summed; all must be 0.
+# leftover (hidden temporary files or markers) are printed per run and summed; all must be 0.
+# Claims a kiosk left and reported (the residual claim window, a connection the server still
+# held) are printed too; they are not failures.
 #
 #   sudo Benchmarks/custody-soak.sh                   # 1 and 3 kiosks, 14 rounds, 6 kills and
 #                                                     # 3 outages per SMB run: 24 kills, 6 outages
@@ -39,8 +41,9 @@ awk '
       if ($i == "uploaded") up += $(i + 1); if ($i == "delivered") del += $(i + 1)
       if ($i == "lost") lost += $(i + 1); if ($i == "duplicated") dup += $(i + 1)
       if ($i == "extra") extra += $(i + 1); if ($i == "leftover") left += $(i + 1)
-      if ($i == "-9:") kills += $(i + 1); if ($i == "outages:") out += $(i + 1) } }
-  END { gsub(",", "", up); printf "total: uploaded %d, delivered %d: lost %d, duplicated %d, extra %d, leftover %d (kill -9: %d, smbd outages: %d)\n", up, del, lost, dup, extra, left, kills, out
+      if ($i == "-9:") kills += $(i + 1); if ($i == "outages:") out += $(i + 1)
+      if ($i == "reported:") reported += $(i + 1) } }
+  END { gsub(",", "", up); printf "total: uploaded %d, delivered %d: lost %d, duplicated %d, extra %d, leftover %d (kill -9: %d, smbd outages: %d, claims left and reported: %d)\n", up, del, lost, dup, extra, left, kills, out, reported
         exit (lost + dup + extra + left > 0) }' "$log.summary" || status=1
 rm -f "$log.summary" "$log"
 # A run that was not clean keeps its whole output: every kiosk's events are printed there.

@@ -33,6 +33,8 @@
   X(setOptionUserData)                                                                           \
   X(getOptionUserData)                                                                           \
   X(setFunctionAuthDataWithContext)                                                              \
+  X(getFunctionCheckServer)                                                                      \
+  X(setFunctionCheckServer)                                                                      \
   X(setOptionNoAutoAnonymousLogin)                                                               \
   X(setOptionUseKerberos)                                                                        \
   X(setOptionFallbackAfterKerberos)                                                              \
@@ -123,6 +125,14 @@ void *cbd_smbc_getOptionUserData(SMBCCTX *context) { return smbc.getOptionUserDa
 void cbd_smbc_setFunctionAuthDataWithContext(
     SMBCCTX *context, smbc_get_auth_data_with_context_fn fn) {
   smbc.setFunctionAuthDataWithContext(context, fn);
+}
+
+smbc_check_server_fn cbd_smbc_getFunctionCheckServer(SMBCCTX *context) {
+  return smbc.getFunctionCheckServer(context);
+}
+
+void cbd_smbc_setFunctionCheckServer(SMBCCTX *context, smbc_check_server_fn fn) {
+  smbc.setFunctionCheckServer(context, fn);
 }
 
 void cbd_smbc_setOptionNoAutoAnonymousLogin(SMBCCTX *context, smbc_bool value) {

@@ -49,6 +49,15 @@ struct LateRenameTests {
       }
     }
 
+    /// Creates `name` holding `bytes` (it must not exist).
+    func write(_ name: String, _ bytes: Data) async throws {
+      try await DedicatedThread.smb.run { [context, root] () throws -> Void in
+        let file = try context.open(root + [name], flags: O_WRONLY | O_CREAT | O_EXCL)
+        try bytes.withUnsafeBytes { try context.write(file, $0) }
+        try context.close(file)
+      }
+    }
+
     /// Removes `name` (as libsmbclient's delete of a claim does) and creates it anew holding
     /// `bytes`, as another writer's claim that took the freed name.
     func replace(_ name: String, with bytes: Data) async throws {

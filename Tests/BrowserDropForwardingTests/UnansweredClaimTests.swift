@@ -61,6 +61,7 @@ struct UnansweredClaimTests {
     func isReleased(marker path: RelativePath) async throws -> Bool {
       try await local.isReleased(marker: path)
     }
+    func removeMarker(_ path: RelativePath) async { await local.removeMarker(path) }
     func removeQuietly(_ path: RelativePath) async { await local.removeQuietly(path) }
     func sha256(at path: RelativePath) async throws -> [UInt8] {
       try await local.sha256(at: path)

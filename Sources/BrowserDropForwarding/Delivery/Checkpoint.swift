@@ -6,6 +6,9 @@ enum Checkpoint: Sendable, Equatable {
   /// SMB: the server has created the claim at the final name, and this process has not
   /// recorded it (a kill between the server's create and the `claimed` record).
   case claimCreated
+  /// SMB: the claim child has created the claim and recorded it (`claimed`, no id yet), and
+  /// ``Forwarder/afterClaim`` has run; the claim's token is not checked yet.
+  case claimRecorded
   /// The file is at its final name; `delivered` is not recorded yet.
   case installed
   /// Not a crash: right after the `installing` record, the install fails with

@@ -278,18 +278,21 @@ struct DeliveryRun {
         }
         manifest.noteAppended(record)
         await afterClaim?()
+        if crashPoint == .claimRecorded { throw SimulatedCrash() }
+        // The name must hold this attempt's token. smbd checks that a rename's target is free
+        // and then renames, two steps: another writer's rename can replace a claim created in
+        // between (seen in the fleet soak, where an empty file delivered there was taken for
+        // the claim, by its size, and deleted by the move). A token write that failed (the
+        // claim left empty) proves nothing either: the name is left, as someone else's.
         guard let found = try await fileSystem.fileID(at: candidate),
-          NameRules.isClaimSized(found.size)
+          try await holdsToken(of: attempt, at: candidate, found: found)
         else {
-          continue  // Removed or written by someone else meanwhile: not a name of ours.
+          continue
         }
         claim = found.id
-        // The marker says the claim holds the token (a write that failed left it empty): only
-        // then can a resume prove it its own after a move may have been sent.
         try await manifest.append(
           .claimed, source: file, target: candidate, attempt: attempt, temporary: temporary,
-          fileID: fileID, claimID: found.id,
-          marker: found.size == Int64(token.count) ? marker : nil)
+          fileID: fileID, claimID: found.id, marker: marker)
       }
       if claim != nil, crashPoint == .killedBeforeMove { throw SimulatedCrash() }
       if claim != nil, crashPoint == .killedBeforeSecondMove {
@@ -362,7 +365,7 @@ struct DeliveryRun {
   /// and stays.
   mutating func removeEarlierMarkers() async {
     for path in manifest.markers where path != marker {
-      await fileSystem.removeQuietly(path)
+      await fileSystem.removeMarker(path)
     }
   }
 
@@ -609,9 +612,16 @@ struct DeliveryRun {
   ) async {
     switch attempt.claimID {
     case nil:
-      // Recorded by the claim child alone: no move was tried (it comes after the id's record),
-      // and no one else removes a claim, so the file is this attempt's claim. Removed after
-      // the next attempt's record: a later resume then only reports the name.
+      // Recorded by the claim child alone: no move was tried (it comes after the id's record).
+      // The claim holds the token unless its write failed; and another writer's rename can
+      // have replaced it right after its create (see install), so only the token proves the
+      // file the claim. Removed after the next attempt's record: a later resume then only
+      // reports the name. Anything else claim-sized is reported, never removed.
+      guard let id = attempt.id, (try? await holdsToken(of: id, at: target, found: found)) == true
+      else {
+        notePossibleLeftover(of: file, at: target, found: found, reason: .claimAnswerLost)
+        return
+      }
       cleanup.claims.append(target)
     case found.id where attempt.moveFailed:
       // The move was refused before libsmbclient deleted anything: still the claim.
@@ -628,11 +638,9 @@ struct DeliveryRun {
         }
         return
       }
-      let token = NameRules.claimToken(attempt: id)
-      guard found.size == Int64(token.count),
-        let bytes = try? await fileSystem.leadingBytes(of: target, limit: token.count + 1),
-        bytes == token
-      else { return }  // Another writer's claim or file: not this attempt's to report.
+      guard (try? await holdsToken(of: id, at: target, found: found)) == true else {
+        return  // Another writer's claim or file (or unreadable now): not reported.
+      }
       // The attempt's own claim. Removed only when nothing of the run that sent the move can
       // still be carried out (its marker released: no late delete of it, no late rename) and
       // the fence holds the upload (or the run's own give-up did); otherwise reported.
@@ -642,6 +650,15 @@ struct DeliveryRun {
         notePossibleLeftover(of: file, at: target, found: found, reason: .claimAnswerLost)
       }
     }
+  }
+
+  /// Whether the file `found` at `path` holds the token of `attempt` (read back).
+  private func holdsToken(
+    of attempt: String, at path: RelativePath, found: FileID
+  ) async throws -> Bool {
+    let token = NameRules.claimToken(attempt: attempt)
+    guard found.size == Int64(token.count) else { return false }
+    return try await fileSystem.leadingBytes(of: path, limit: token.count + 1) == token
   }
 
   /// Whether no connection holds `marker` open any more; a look-up that fails says no.

@@ -82,6 +82,9 @@ protocol DestinationFileSystem: Sendable {
   /// readers only is granted, or nothing is there (the run that made it removed it after its
   /// last request was answered, or was stopped before creating it).
   func isReleased(marker path: RelativePath) async throws -> Bool
+  /// Removes an earlier run's marker, ignoring failures; while another handle is open on it
+  /// (its connection ending, or still held) the server refuses, and it may wait a moment.
+  func removeMarker(_ path: RelativePath) async
   /// Removes a file, ignoring failures: used to clean up after an error.
   func removeQuietly(_ path: RelativePath) async
   /// The SHA-256 digest of a file, read back from the destination.

@@ -286,6 +286,8 @@ struct LocalFileSystem: DestinationFileSystem {
 
   func isReleased(marker path: RelativePath) async throws -> Bool { true }
 
+  func removeMarker(_ path: RelativePath) async { await removeQuietly(path) }
+
   func close(releasingMarker: Bool) async {}
 
   // MARK: Source files (shared with the SMB destination)

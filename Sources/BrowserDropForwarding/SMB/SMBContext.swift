@@ -15,6 +15,10 @@ final class SMBContext: @unchecked Sendable {
   private let port: UInt16
   private let options: SMBOptions
   private let encryptionLevel: smbc_smb_encrypt_level
+  /// libsmbclient's own check of a cached connection.
+  private let checkServerDefault: smbc_check_server_fn?
+  /// Whether the context keeps its one connection (``pinConnection()``).
+  private var pinned = false
 
   /// Creates and initialises a context for `destination`. Runs on the SMB thread.
   init(for destination: SMBDestination) throws(SystemError) {
@@ -31,11 +35,13 @@ final class SMBContext: @unchecked Sendable {
       case .requested: SMBC_ENCRYPTLEVEL_REQUEST
       case .required: SMBC_ENCRYPTLEVEL_REQUIRE
       }
+    self.checkServerDefault = cbd_smbc_getFunctionCheckServer(context)
 
     cbd_smbc_setDebug(context, 0)
     cbd_smbc_setLogCallback(context, nil, SMBLog.callback)
     cbd_smbc_setOptionUserData(context, Unmanaged.passUnretained(self).toOpaque())
     cbd_smbc_setFunctionAuthDataWithContext(context, SMBContext.authenticate)
+    cbd_smbc_setFunctionCheckServer(context, SMBContext.checkServer)
     // Otherwise a rejected password silently falls back to guest and guest shares "work".
     cbd_smbc_setOptionNoAutoAnonymousLogin(context, credentials.isGuest ? 0 : 1)
     cbd_smbc_setOptionUseKerberos(context, 0)
@@ -50,6 +56,23 @@ final class SMBContext: @unchecked Sendable {
     cbd_smbc_setOptionProtocols(
       context, options.minimumProtocol.rawValue, options.maximumProtocol.rawValue)
     cbd_smbc_setOptionSmbEncryptionLevel(context, encryptionLevel)
+  }
+
+  /// From now on, never replaces the connection: libsmbclient opens a new one (silently, at the
+  /// start of the next call) when it finds the cached one dead; a pinned context keeps the dead
+  /// one, whose requests then fail. A delivery pins its context once it holds its marker
+  /// (``DestinationFileSystem/holdMarker(_:)``), so every later request of the run goes over
+  /// the connection that holds the marker open, and a released marker proves that none of them
+  /// can still be carried out.
+  func pinConnection() { pinned = true }
+
+  /// libsmbclient's check of a cached connection before each call, unless ``pinConnection()``
+  /// was called (then the connection is kept as it is, without the check's echo either).
+  private static let checkServer: smbc_check_server_fn = { context, server in
+    guard let context, let data = cbd_smbc_getOptionUserData(context) else { return 0 }
+    let owner = Unmanaged<SMBContext>.fromOpaque(data).takeUnretainedValue()
+    if owner.pinned { return 0 }
+    return owner.checkServerDefault?(context, server) ?? 0
   }
 
   /// libsmbclient asks for credentials per server and share; answer from ``Credentials``.

@@ -248,6 +248,18 @@ struct SMBFileSystem: DestinationFileSystem {
   /// closed connection a moment after it is gone, and until then refuses the unlink with a
   /// sharing violation (`EBUSY`, seen for 10-20 ms on loopback): retry that for up to 2 s.
   func removeAfterWriter(_ path: RelativePath) async {
+    await removeOnceClosed(path)
+  }
+
+  /// An earlier run's marker: its connection may have ended only a moment ago (a killed
+  /// kiosk), which the server learns a moment later. Retried the same way.
+  func removeMarker(_ path: RelativePath) async {
+    await removeOnceClosed(path)
+  }
+
+  /// Removes `path`, retrying for up to 2 s while the server refuses it with a sharing
+  /// violation (a handle of a connection that is ending); other failures are ignored.
+  private func removeOnceClosed(_ path: RelativePath) async {
     _ = await DedicatedThread.smb.run { [context, root] in
       for _ in 0..<40 {
         do throws(SystemError) {
@@ -339,6 +351,8 @@ struct SMBFileSystem: DestinationFileSystem {
         // refused while this handle lasts.
         marker.file = try context.open(root + path, flags: O_RDWR | O_CREAT | O_EXCL)
         marker.path = path
+        // Every later request of the run on this connection, or none (see pinConnection).
+        context.pinConnection()
       } catch {
         throw failure(error, .modify, path)
       }
@@ -354,11 +368,10 @@ struct SMBFileSystem: DestinationFileSystem {
       claimChild.end()
       if releasingMarker, let file = marker.file, let path = marker.path {
         // Every request of this connection has been answered: nothing of this run can happen
-        // later. A connection libsmbclient replaced after a failure still holds the old
-        // handle on the server, which refuses the removal (the handle does not share
-        // deleting): the marker then stays for the next run to look at.
-        try? context.close(file)
-        try? context.unlink(root + path)
+        // later. A close that fails means the connection is lost (libsmbclient then drops it,
+        // and the removal would go over a new one): the marker stays for the next run, which
+        // finds it released once the server has closed the lost connection.
+        if (try? context.close(file)) != nil { try? context.unlink(root + path) }
       }
       marker.file = nil
       context.free()

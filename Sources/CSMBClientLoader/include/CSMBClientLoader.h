@@ -54,6 +54,11 @@ void *cbd_smbc_getOptionUserData(SMBCCTX *context);
 /// smbc_setFunctionAuthDataWithContext: the callback that supplies credentials.
 void cbd_smbc_setFunctionAuthDataWithContext(
     SMBCCTX *context, smbc_get_auth_data_with_context_fn fn);
+/// smbc_getFunctionCheckServer: the function that tells whether a cached connection is dead
+/// (libsmbclient then opens a new one).
+smbc_check_server_fn cbd_smbc_getFunctionCheckServer(SMBCCTX *context);
+/// smbc_setFunctionCheckServer: replaces that function.
+void cbd_smbc_setFunctionCheckServer(SMBCCTX *context, smbc_check_server_fn fn);
 /// smbc_setOptionNoAutoAnonymousLogin: whether a rejected sign-in may fall back to guest.
 void cbd_smbc_setOptionNoAutoAnonymousLogin(SMBCCTX *context, smbc_bool value);
 /// smbc_setOptionUseKerberos: whether to try Kerberos.

@@ -64,14 +64,15 @@ struct Fleet {
     /// Uploads a kiosk started, then cut when its batch closed and the grace for uploads in
     /// flight ran out (a loaded machine), which the fleet sent again, once: what the page does.
     var cutByGrace = 0
-    /// Empty files left at names a kiosk reported (`possibleLeftovers`).
+    /// Claims left at names a kiosk reported (`possibleLeftovers`): empty, or holding their
+    /// attempt's line.
     var reported = 0
 
     var description: String {
       "uploaded \(uploaded), delivered \(delivered): lost \(lost), duplicated \(duplicated), "
         + "extra \(extra), leftover \(leftover) (kill -9: \(kills), smbd outages: \(outages)"
         + (cutByGrace > 0 ? ", cut by the batch switch's grace and sent again: \(cutByGrace)" : "")
-        + (reported > 0 ? ", empty claims left and reported: \(reported))" : ")")
+        + ", claims left and reported: \(reported))"
     }
 
     var clean: Bool { lost == 0 && duplicated == 0 && extra == 0 && leftover == 0 }
