@@ -80,15 +80,22 @@ final class ResidualLibmagic: Sendable {
     madvise(mapped.base + first, last - first, MADV_DONTNEED)
   }
 
-  /// Drops every page that holds part of `records` of the mapping (see ``release(_:of:)``).
-  static func releaseTouched(_ records: Range<Int>, of mapped: MappedDatabase) {
-    let page = Int(sysconf(Int32(_SC_PAGESIZE)))
-    let start = (records.lowerBound + 1) * CompiledMagic.entrySize
-    let end = min((records.upperBound + 1) * CompiledMagic.entrySize, mapped.size)
-    let first = start / page * page
-    let last = min((end + page - 1) / page * page, (mapped.size + page - 1) / page * page)
-    guard last > first else { return }
-    madvise(mapped.base + first, last - first, MADV_DONTNEED)
+  /// How much of a file mapping one page fault maps: Linux's `fault_around_bytes`, 64 KiB
+  /// unless changed, in windows aligned to it.
+  static let faultAround = 64 * 1024
+
+  /// Drops every page of the mapping that reading `bytes` of it may have mapped: the aligned
+  /// ``faultAround`` windows that hold them (see ``release(_:of:)``). Reading one record
+  /// maps 16 pages; dropping only its own page kept the rest, 0.8 MiB after 2,000 W2 uploads.
+  static func releaseTouched(_ bytes: Range<Int>, of mapped: MappedDatabase) {
+    let address = UInt(bitPattern: mapped.base)
+    let window = UInt(faultAround)
+    let start = max(address, (address + UInt(bytes.lowerBound)) / window * window)
+    let end = min(
+      address + UInt(mapped.size), (address + UInt(bytes.upperBound) + window - 1) / window * window
+    )
+    guard end > start else { return }
+    madvise(UnsafeMutableRawPointer(bitPattern: start), Int(end - start), MADV_DONTNEED)
   }
 
   /// `read` applied to libmagic's answer for `bytes` from a smaller database when the screen
@@ -133,9 +140,14 @@ final class ResidualLibmagic: Sendable {
         cursor += piece.count * CompiledMagic.entrySize
       }
     }
-    // The added rules' pages of the mapping go again, so that over many uploads the rules
-    // they add do not page in the whole database after all.
-    for records in made.copiedFromWhole { Self.releaseTouched(records, of: mapped) }
+    // The pages read here (the header, the added rules) go again, so that over many uploads
+    // the rules they add do not page in the whole database after all.
+    Self.releaseTouched(0..<CompiledMagic.entrySize, of: mapped)
+    for records in made.copiedFromWhole {
+      let entry = CompiledMagic.entrySize
+      Self.releaseTouched(
+        (records.lowerBound + 1) * entry..<(records.upperBound + 1) * entry, of: mapped)
+    }
     guard let database,
       let handle = try? MagicHandle(flags: flags, databasePath: nil, database: database)
     else { return nil }
