@@ -1,5 +1,4 @@
 internal import CMagic
-import Glibc
 import Synchronization
 
 /// One libmagic cookie and the lock that serialises its use.
@@ -137,43 +136,23 @@ protocol MagicDatabaseMemory: AnyObject, Sendable {
   var path: String { get }
 }
 
-/// A compiled database built in memory (``SoftMagicScreen/residualDatabase``, and the database
-/// made for one upload when strong rules may match).
-///
-/// Its own anonymous mapping rather than the heap: a database made for one upload (up to about
-/// 1 MiB) goes back to the kernel when it is freed, where malloc would keep it in the heap and
-/// in the resident set.
+/// A compiled database built in memory (``SoftMagicScreen/residualDatabase``).
 ///
 /// `@unchecked Sendable`: the bytes are written once, in `init`, then only read by libmagic, and
-/// unmapped in `deinit` after every cookie holding them has closed.
+/// freed in `deinit` after every cookie holding them has closed.
 final class BuiltDatabase: MagicDatabaseMemory, @unchecked Sendable {
   let base: UnsafeMutableRawPointer
   let size: Int
   let path: String
 
-  /// `byteCount` bytes written by `fill`; `path` names the database in messages. `nil` when the
-  /// memory cannot be mapped.
-  init?(byteCount: Int, path: String, fill: (UnsafeMutableRawPointer) -> Void) {
-    // Populated at once: libmagic reads every record, and one call faults the pages in for
-    // less than a fault each.
-    guard
-      let base = mmap(
-        nil, max(1, byteCount), PROT_READ | PROT_WRITE,
-        MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0),
-      base != MAP_FAILED
-    else { return nil }
-    fill(base)
+  /// Copies `bytes`; `path` names the database in messages.
+  init(_ bytes: [UInt8], path: String) {
+    let base = UnsafeMutableRawPointer.allocate(byteCount: max(1, bytes.count), alignment: 16)
+    bytes.withUnsafeBytes { base.copyMemory(from: $0.baseAddress!, byteCount: bytes.count) }
     self.base = base
-    size = byteCount
+    size = bytes.count
     self.path = path
   }
 
-  /// A copy of `bytes`; `path` names the database in messages.
-  convenience init?(_ bytes: [UInt8], path: String) {
-    self.init(byteCount: bytes.count, path: path) { base in
-      bytes.withUnsafeBytes { base.copyMemory(from: $0.baseAddress!, byteCount: bytes.count) }
-    }
-  }
-
-  deinit { munmap(base, max(1, size)) }
+  deinit { base.deallocate() }
 }

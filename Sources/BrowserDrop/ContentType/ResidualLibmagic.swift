@@ -18,13 +18,8 @@ final class ResidualLibmagic: Sendable {
   /// Handles on ``SoftMagicScreen/residualDatabase`` and ``SoftMagicScreen/unscreenedDatabase``.
   private let residual: MagicHandles
   private let unscreened: MagicHandles
-  /// The two databases, which a database made for one upload copies most of its records from.
-  private let residualDatabase: BuiltDatabase
-  private let unscreenedDatabase: BuiltDatabase
-  /// The whole database, which such a database copies the strong rules it adds from.
-  private let mapped: MappedDatabase
-  /// The flags of every handle here.
-  private let flags: Int32
+  /// Databases made for binary data that strong rules may match.
+  private let tailored: TailoredLibmagic
 
   /// Splits `database` (the mapped compiled database the sniffer's handles read) and loads
   /// the two smaller databases into `handleCount` handles each; `nil` when there is no mapped
@@ -46,20 +41,18 @@ final class ResidualLibmagic: Sendable {
       }
       return MagicHandles(handles)
     }
-    guard
-      let residualDatabase = BuiltDatabase(
-        databases.residual, path: "the weak and unscreened rules of \(mapped.path)"),
-      let unscreenedDatabase = BuiltDatabase(
-        databases.unscreened, path: "the unscreened rules of \(mapped.path)"),
-      let residual = load(residualDatabase), let unscreened = load(unscreenedDatabase)
+    let residualDatabase = BuiltDatabase(
+      databases.residual, path: "the weak and unscreened rules of \(mapped.path)")
+    let unscreenedDatabase = BuiltDatabase(
+      databases.unscreened, path: "the unscreened rules of \(mapped.path)")
+    guard let residual = load(residualDatabase), let unscreened = load(unscreenedDatabase)
     else { return nil }
     self.screen = screen
     self.residual = residual
     self.unscreened = unscreened
-    self.residualDatabase = residualDatabase
-    self.unscreenedDatabase = unscreenedDatabase
-    self.mapped = mapped
-    self.flags = flags
+    tailored = TailoredLibmagic(
+      slotCount: handleCount, screen: screen, whole: mapped, residual: residualDatabase,
+      unscreened: unscreenedDatabase, flags: flags)
     // Building the screen read every record of the mapping; random and unknown binary data no
     // longer walks it, so let those pages go (they come back from the page cache when text or a
     // known format does). The mapping is native-endian (`CompiledMagic` checked), so libmagic
@@ -80,24 +73,6 @@ final class ResidualLibmagic: Sendable {
     madvise(mapped.base + first, last - first, MADV_DONTNEED)
   }
 
-  /// How much of a file mapping one page fault maps: Linux's `fault_around_bytes`, 64 KiB
-  /// unless changed, in windows aligned to it.
-  static let faultAround = 64 * 1024
-
-  /// Drops every page of the mapping that reading `bytes` of it may have mapped: the aligned
-  /// ``faultAround`` windows that hold them (see ``release(_:of:)``). Reading one record
-  /// maps 16 pages; dropping only its own page kept the rest, 0.8 MiB after 2,000 W2 uploads.
-  static func releaseTouched(_ bytes: Range<Int>, of mapped: MappedDatabase) {
-    let address = UInt(bitPattern: mapped.base)
-    let window = UInt(faultAround)
-    let start = max(address, (address + UInt(bytes.lowerBound)) / window * window)
-    let end = min(
-      address + UInt(mapped.size), (address + UInt(bytes.upperBound) + window - 1) / window * window
-    )
-    guard end > start else { return }
-    madvise(UnsafeMutableRawPointer(bitPattern: start), Int(end - start), MADV_DONTNEED)
-  }
-
   /// `read` applied to libmagic's answer for `bytes` from a smaller database when the screen
   /// shows it is the whole database's answer; `nil` when the whole database must be asked, and
   /// when libmagic reports an error.
@@ -110,48 +85,11 @@ final class ResidualLibmagic: Sendable {
     case .residual: return residual.identify(bytes, read)
     case .unscreened: return unscreened.identify(bytes, read)
     case .strongRules(let onResidual):
-      return identify(bytes, addingRulesOf: strongRules, onResidual: onResidual, read)
+      // About a millisecond less than the whole database's walk on random data, which also
+      // read nearly every page of its mapping: 7.5 MiB of resident set in the peers' W2.
+      let key = TailoredLibmagic.Key(strongRules: strongRules, onResidual: onResidual)
+      return tailored.identify(bytes, key: key, read)
     }
-  }
-
-  /// libmagic's answer from a database made for `bytes`: the small one the screen would pick,
-  /// with the rules of `strongRules` added in their places (``SoftMagicScreen/StrongRule``).
-  /// Building it and loading it into a new handle costs a few tens of microseconds, against
-  /// about a millisecond for the whole database's walk; and the walk no longer reads every page
-  /// of the whole database's mapping, which made the resident set grow by 7.5 MiB.
-  private func identify<T: Sendable>(
-    _ bytes: UnsafeRawBufferPointer, addingRulesOf strongRules: [Int32], onResidual: Bool,
-    _ read: (UnsafePointer<CChar>) -> T
-  ) -> T? {
-    guard let magic = CompiledMagic(base: UnsafeRawPointer(mapped.base), size: mapped.size)
-    else { return nil }
-    let base = onResidual ? residualDatabase : unscreenedDatabase
-    let made = screen.tailoredDatabase(
-      strongRules: strongRules, onResidual: onResidual, magic: magic,
-      base: UnsafeRawPointer(base.base))
-    let size = (1 + made.walked + made.named) * CompiledMagic.entrySize
-    let database = BuiltDatabase(byteCount: size, path: base.path) { target in
-      target.copyMemory(from: base.base, byteCount: CompiledMagic.entrySize)
-      target.storeBytes(of: UInt32(made.walked).littleEndian, toByteOffset: 8, as: UInt32.self)
-      target.storeBytes(of: UInt32(made.named).littleEndian, toByteOffset: 12, as: UInt32.self)
-      var cursor = target + CompiledMagic.entrySize
-      for piece in made.pieces {
-        cursor.copyMemory(from: piece.source, byteCount: piece.count * CompiledMagic.entrySize)
-        cursor += piece.count * CompiledMagic.entrySize
-      }
-    }
-    // The pages read here (the header, the added rules) go again, so that over many uploads
-    // the rules they add do not page in the whole database after all.
-    Self.releaseTouched(0..<CompiledMagic.entrySize, of: mapped)
-    for records in made.copiedFromWhole {
-      let entry = CompiledMagic.entrySize
-      Self.releaseTouched(
-        (records.lowerBound + 1) * entry..<(records.upperBound + 1) * entry, of: mapped)
-    }
-    guard let database,
-      let handle = try? MagicHandle(flags: flags, databasePath: nil, database: database)
-    else { return nil }
-    return handle.identify(bytes, read)
   }
 
   /// Like ``identifyIfCleared(_:_:)``, but never waits for a handle: `nil` when the whole

@@ -117,21 +117,22 @@ extension SoftMagicScreen {
     !rule.readsLeftovers && length >= Int(rule.minimumLength)
   }
 
-  /// A piece of a tailored database: `count` records copied from `source`.
-  struct Piece {
-    let source: UnsafeRawPointer
-    let count: Int
+  /// A run of records of a database made for one upload.
+  enum Piece: Equatable {
+    /// `count` records of the small database, from its record `first` (0: the first after the
+    /// header).
+    case small(first: Int, count: Int)
+    /// `count` records of the whole database, from its record `first`.
+    case whole(first: Int, count: Int)
   }
 
-  /// The records of the small database `base` (laid out as ``residualLayout`` when
-  /// `onResidual`, else ``unscreenedLayout``) with the rules of `tests` and the named rules
-  /// they use added in their places, as pieces to copy after a header with the returned counts.
-  /// The added records come from `magic` (the whole database); the others from `base`, so that
-  /// the whole database's pages are read only where added rules lie (`copiedFromWhole`).
+  /// The records of the small database (laid out as ``residualLayout`` when `onResidual`, else
+  /// ``unscreenedLayout``) with the rules of `tests` and the named rules they use added in
+  /// their places: the runs to copy after a header with the returned counts. Only the added
+  /// rules come from the whole database.
   func tailoredDatabase(
-    strongRules tests: [Int32], onResidual: Bool, magic: CompiledMagic,
-    base: UnsafeRawPointer
-  ) -> (pieces: [Piece], walked: Int, named: Int, copiedFromWhole: [Range<Int>]) {
+    strongRules tests: [Int32], onResidual: Bool
+  ) -> (pieces: [Piece], walked: Int, named: Int) {
     let layout = onResidual ? residualLayout : unscreenedLayout
     let added = tests.map { rules[Int($0)].records }.sorted { $0.lowerBound < $1.lowerBound }
     var pending = tests.flatMap { rules[Int($0)].uses }
@@ -144,7 +145,7 @@ extension SoftMagicScreen {
       .filter { !present.contains($0.lowerBound) }.sorted { $0.lowerBound < $1.lowerBound }
 
     var pieces: [Piece] = []
-    var cursor = base + CompiledMagic.entrySize
+    var cursor = 0
     /// Adds `original`'s records in order with `extra` (from the whole database) between them.
     func merge(_ original: [Range<Int>], _ extra: [Range<Int>]) {
       var next = 0
@@ -154,21 +155,19 @@ extension SoftMagicScreen {
           run += original[next].count
           next += 1
         }
-        if run > 0 { pieces.append(Piece(source: cursor, count: run)) }
-        cursor += run * CompiledMagic.entrySize
-        pieces.append(Piece(source: magic.entry(range.lowerBound).raw, count: range.count))
+        if run > 0 { pieces.append(.small(first: cursor, count: run)) }
+        cursor += run
+        pieces.append(.whole(first: range.lowerBound, count: range.count))
       }
       let rest = original[next...].reduce(0) { $0 + $1.count }
-      if rest > 0 { pieces.append(Piece(source: cursor, count: rest)) }
-      cursor += rest * CompiledMagic.entrySize
+      if rest > 0 { pieces.append(.small(first: cursor, count: rest)) }
+      cursor += rest
     }
     merge(layout.rules, added)
     merge(layout.named, addedNamed)
-    let addedCount = added.reduce(0) { $0 + $1.count }
-    let addedNamedCount = addedNamed.reduce(0) { $0 + $1.count }
     return (
-      pieces, layout.walkedCount + addedCount, layout.namedCount + addedNamedCount,
-      added + addedNamed
+      pieces, layout.walkedCount + added.reduce(0) { $0 + $1.count },
+      layout.namedCount + addedNamed.reduce(0) { $0 + $1.count }
     )
   }
 }
