@@ -22,7 +22,7 @@
 /// the copied rules needs the whole database.
 ///
 /// When strong rules may match, the same holds with those rules added: the small database with
-/// them copied in their places (``tailoredDatabase(strongRules:onResidual:magic:base:)``) gives
+/// them copied in their places (``tailoredDatabase(strongRules:onResidual:)``) gives
 /// the whole database's answer, unless one of them could reach an `indirect` line or read a value
 /// another rule left.
 struct SoftMagicScreen: Sendable {
