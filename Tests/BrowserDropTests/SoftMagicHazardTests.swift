@@ -123,7 +123,40 @@ struct SoftMagicHazardTests {
     data.replaceSubrange(0..<9, with: Array("#!/bin/sh".utf8))
     #expect(data.withUnsafeBytes { screen.verdict($0) } == .unscreened)
     data.replaceSubrange(0..<4, with: png.value)
-    #expect(data.withUnsafeBytes { screen.verdict($0) } == .wholeDatabase)
+    #expect(data.withUnsafeBytes { screen.verdict($0) } == .strongRules(onResidual: false))
+  }
+
+  /// A strong rule that may match is copied into the small database, unless its copy could
+  /// behave differently: an `indirect` line it may reach walks the whole database; a 16-bit
+  /// string below a search may read a value another rule left; one at a fixed offset past the
+  /// buffer's end reads what the last test left.
+  @Test func aStrongRuleIsCopiedOnlyWhereItsCopyBehavesTheSame() throws {
+    let png = Record(type: 5, value: [0x89, 0x50, 0x4E, 0x47])
+    var data = [UInt8](repeating: 0, count: 256)
+    data.replaceSubrange(0..<4, with: png.value)
+    let other = [UInt8](repeating: 0, count: 256)
+    func verdicts(_ records: [Record], length: Int = 256) throws -> [SoftMagicScreen.Verdict] {
+      let screen = try #require(Self.screen(records))
+      return [Array(data.prefix(length)), other].map { body in
+        body.withUnsafeBytes { screen.verdict($0) }
+      }
+    }
+
+    #expect(try verdicts([png]) == [.strongRules(onResidual: false), .unscreened])
+    let indirect = Record(level: 1, type: 41, offset: 8, value: [])
+    #expect(try verdicts([png, indirect]) == [.wholeDatabase, .unscreened])
+
+    // A search copies no value: below one, a moving 16-bit string reads another rule's.
+    let search = Record(type: 20, range: 16, value: png.value)
+    let belowSearch = Record(level: 1, flags: 0x02, type: 19, value: Array("ab".utf8))
+    #expect(try verdicts([search]) == [.strongRules(onResidual: false), .unscreened])
+    #expect(try verdicts([search, belowSearch]) == [.wholeDatabase, .unscreened])
+    let belowString = Record(level: 1, flags: 0x02, type: 19, value: Array("ab".utf8))
+    #expect(try verdicts([png, belowString]) == [.strongRules(onResidual: false), .unscreened])
+
+    let fixed = Record(level: 1, type: 19, offset: 100, value: Array("ab".utf8))
+    #expect(try verdicts([png, fixed]) == [.strongRules(onResidual: false), .unscreened])
+    #expect(try verdicts([png, fixed], length: 105) == [.wholeDatabase, .unscreened])
   }
 
   /// With `/c` (a lowercase pattern byte) or `/C` (an uppercase one), libmagic compares

@@ -13,6 +13,8 @@ final class MappedDatabase: MagicDatabaseMemory, @unchecked Sendable {
   let path: String
   /// The database's length in bytes.
   let size: Int
+  /// The mapped file, open for reading (`pread`) until `deinit`.
+  let descriptor: Int32
 
   /// Maps the one compiled database `databasePath` names (`nil`: libmagic's default list, such
   /// as `/etc/magic:/usr/share/misc/magic`, or `$MAGIC`). `nil` when it names anything else, a
@@ -25,21 +27,30 @@ final class MappedDatabase: MagicDatabaseMemory, @unchecked Sendable {
     else { return nil }
     let fd = open(path, O_RDONLY | O_CLOEXEC)
     guard fd >= 0 else { return nil }
-    defer { close(fd) }
     var info = stat()
-    guard fstat(fd, &info) == 0, info.st_size > 0 else { return nil }
+    guard fstat(fd, &info) == 0, info.st_size > 0 else {
+      close(fd)
+      return nil
+    }
     // Private and writable, as `magic_load` maps it: libmagic may byte-swap a foreign-endian
     // file in place, which then copies only the pages it writes.
     guard
       let base = mmap(nil, Int(info.st_size), PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0),
       base != MAP_FAILED
-    else { return nil }
+    else {
+      close(fd)
+      return nil
+    }
     self.base = base
+    descriptor = fd
     self.size = Int(info.st_size)
     self.path = path
   }
 
-  deinit { munmap(base, size) }
+  deinit {
+    munmap(base, size)
+    close(descriptor)
+  }
 
   /// The path of the single compiled database in a colon-separated magic path, as libmagic
   /// resolves it (`NAME.mgc` beside a plain `NAME`); files holding nothing but comments (the

@@ -20,14 +20,23 @@
 /// ``effectPaths(in:magic:)``), a database of the unscreened rules alone does. One exception is
 /// checked: an `indirect` line walks the whole database from another offset, so reaching one in
 /// the copied rules needs the whole database.
+///
+/// When strong rules may match, the same holds with those rules added: the small database with
+/// them copied in their places (``tailoredDatabase(strongRules:onResidual:)``) gives
+/// the whole database's answer, unless one of them could reach an `indirect` line or read a value
+/// another rule left.
 struct SoftMagicScreen: Sendable {
   /// Tests that pin down fewer bits than this are weak.
   static let strengthThreshold: Double = 16
 
   /// Which database gives libmagic's answer.
-  enum Verdict: Sendable, Equatable {
-    /// A strong rule may match: only the whole database answers.
+  enum Verdict: Sendable, Hashable {
+    /// Only the whole database answers: text, an `indirect` line that may be reached, or a
+    /// strong rule that may match and cannot be copied alone.
     case wholeDatabase
+    /// Strong rules may match: the weak and unscreened rules' database (`onResidual`) or the
+    /// unscreened rules' one, with those rules added in their places.
+    case strongRules(onResidual: Bool)
     /// A weak rule may act: ``SoftMagicScreen/residualDatabase``.
     case residual
     /// Only unscreened rules may match: ``SoftMagicScreen/unscreenedDatabase``.
@@ -48,6 +57,14 @@ struct SoftMagicScreen: Sendable {
   private let keyed: [Int32]
   /// The tests on the way to each `indirect` line in the copied rules.
   private let hazards: [[SoftMagicTest]]
+  /// For each test, its rule and what copying that rule alone needs (``StrongRule``).
+  let rules: [StrongRule]
+  /// The named rules (set 1), and each one's index by name.
+  let namedRules: [StrongRule]
+  let namedIndex: [[UInt8]: Int32]
+  /// Which records the two small databases hold, in their order.
+  let residualLayout: DatabaseLayout
+  let unscreenedLayout: DatabaseLayout
 
   /// The compiled database (format 18) of the weak and unscreened rules and the named rules
   /// they use, until ``takeDatabases()`` hands it over.
@@ -76,6 +93,13 @@ struct SoftMagicScreen: Sendable {
     var effects: [[[SoftMagicTest]]] = []
     var residualRules: [Range<Int>] = []
     var unscreenedRules: [Range<Int>] = []
+    var rules: [StrongRule] = []
+    // The named rules first (set 1): the passes over set 0 read which ones each rule uses.
+    let named = Self.namedRules(magic)
+    let hazardousNames = Self.hazardousNames(named: named, in: magic)
+    let namedIndex = Self.namedIndex(named)
+    let namedRules = Self.namedFacts(named, index: namedIndex, magic: magic)
+    release(magic.walkedCount..<(magic.walkedCount + magic.namedCount))
     var unreleased = 0
     for rule in magic.walkedRules(release: release) {
       if rule.lowerBound - unreleased >= CompiledMagic.releaseStride {
@@ -100,12 +124,14 @@ struct SoftMagicScreen: Sendable {
         || (test.costsLibmagicMuch && test.strength >= Self.strengthThreshold / 2)
       strong.append(isStrong)
       effects.append(isStrong ? [] : Self.effectPaths(in: rule, magic: magic))
+      rules.append(
+        StrongRule(
+          rule, magic: magic, namedIndex: namedIndex,
+          hazards: isStrong
+            ? Self.hazardPaths(in: rule, hazardousNames: hazardousNames, magic: magic) : []))
       if !isStrong { residualRules.append(rule) }
     }
     release(unreleased..<magic.walkedCount)
-    let named = Self.namedRules(magic)
-    let hazardousNames = Self.hazardousNames(named: named, in: magic)
-    release(magic.walkedCount..<(magic.walkedCount + magic.namedCount))
     var hazards: [[SoftMagicTest]] = []
     for rule in residualRules {
       hazards += Self.hazardPaths(in: rule, hazardousNames: hazardousNames, magic: magic)
@@ -164,10 +190,15 @@ struct SoftMagicScreen: Sendable {
     self.keyed = keyed
     self.hazards = hazards
     self.minimumLength = minimumLength
+    self.rules = rules
+    self.namedRules = namedRules
+    self.namedIndex = namedIndex
     let strongCount = strong.filter { $0 }.count
     ruleCounts = (strongCount, tests.count - strongCount, unscreenedRules.count)
-    residualDatabase = Self.database(magic, rules: residualRules, named: named)
-    unscreenedDatabase = Self.database(magic, rules: unscreenedRules, named: named)
+    residualLayout = Self.layout(magic, rules: residualRules, named: named)
+    unscreenedLayout = Self.layout(magic, rules: unscreenedRules, named: named)
+    residualDatabase = Self.database(magic, layout: residualLayout)
+    unscreenedDatabase = Self.database(magic, layout: unscreenedLayout)
   }
 
   /// Hands over the two databases (to be loaded into libmagic) and keeps no copy.
@@ -182,27 +213,36 @@ struct SoftMagicScreen: Sendable {
   /// Which database gives libmagic's answer for `bytes`. Call it on binary data only (the walk
   /// of text differs) of at least ``minimumLength`` bytes.
   func verdict(_ bytes: UnsafeRawBufferPointer) -> Verdict {
+    var strongRules: [Int32] = []
+    return verdict(bytes, strongRules: &strongRules)
+  }
+
+  /// ``verdict(_:)``, which also appends to `strongRules` the tests whose rules a
+  /// ``Verdict/strongRules(onResidual:)`` verdict adds to the small database.
+  func verdict(_ bytes: UnsafeRawBufferPointer, strongRules: inout [Int32]) -> Verdict {
     var weakMayAct = false
-    func check(_ index: Int32) -> Bool {
-      let index = Int(index)
+    func check(_ index: Int32) {
+      let test = Int(index)
       // Once one weak rule may act, the others can change nothing: skip them.
-      if weakMayAct && !strong[index] { return true }
-      guard tests[index].mayMatch(bytes) else { return true }
-      if strong[index] { return false }
-      weakMayAct = effects[index].contains { path in path.allSatisfy { $0.mayMatch(bytes) } }
-      return true
+      if weakMayAct && !strong[test] { return }
+      guard tests[test].mayMatch(bytes) else { return }
+      if strong[test] {
+        strongRules.append(index)
+      } else {
+        weakMayAct = effects[test].contains { path in path.allSatisfy { $0.mayMatch(bytes) } }
+      }
     }
-    for index in unkeyed where !check(index) { return .wholeDatabase }
+    for index in unkeyed { check(index) }
     for (slot, position) in positions.enumerated() {
       // A test needing a byte past the end fails (its relation is `=`).
       guard position < bytes.count else { break }
       let bucket = slot * 257 + Int(bytes[position])
-      for index in keyed[Int(starts[bucket])..<Int(starts[bucket + 1])] where !check(index) {
-        return .wholeDatabase
-      }
+      for index in keyed[Int(starts[bucket])..<Int(starts[bucket + 1])] { check(index) }
     }
     for path in hazards where path.allSatisfy({ $0.mayMatch(bytes) }) { return .wholeDatabase }
-    return weakMayAct ? .residual : .unscreened
+    if strongRules.isEmpty { return weakMayAct ? .residual : .unscreened }
+    guard canCopyAlone(strongRules, for: bytes) else { return .wholeDatabase }
+    return .strongRules(onResidual: weakMayAct)
   }
 
   // MARK: Building
@@ -214,7 +254,7 @@ struct SoftMagicScreen: Sendable {
   /// earlier branch that may not have run. Numbers and plain, Pascal and 16-bit strings read at
   /// a direct offset copy their value; searches, regular expressions, DER and the structural
   /// lines (`name`, `use`, `indirect`, `default`, `clear`) do not.
-  private static func valueWrittenBefore(
+  static func valueWrittenBefore(
     _ index: Int, in rule: Range<Int>, magic: CompiledMagic
   ) -> Bool {
     var level = magic.entry(index).level
@@ -232,7 +272,7 @@ struct SoftMagicScreen: Sendable {
   }
 
   /// Named rules (set 1) by name.
-  private static func namedRules(_ magic: CompiledMagic) -> [[UInt8]: Range<Int>] {
+  static func namedRules(_ magic: CompiledMagic) -> [[UInt8]: Range<Int>] {
     var named: [[UInt8]: Range<Int>] = [:]
     for rule in magic.namedRules where magic.entry(rule.lowerBound).type == 45 {
       named[magic.entry(rule.lowerBound).name] = rule
@@ -241,7 +281,7 @@ struct SoftMagicScreen: Sendable {
   }
 
   /// The name a `use` line calls (without the `^` that flips byte order).
-  private static func usedName(_ entry: MagicEntry) -> [UInt8]? {
+  static func usedName(_ entry: MagicEntry) -> [UInt8]? {
     guard entry.type == 46 else { return nil }
     let name = entry.name
     return name.first == UInt8(ascii: "^") ? Array(name.dropFirst()) : name
@@ -308,22 +348,27 @@ struct SoftMagicScreen: Sendable {
     return paths
   }
 
-  /// A compiled database: `magic`'s header with new counts, then `rules` (set 0), then the
-  /// named rules they use (set 1), each record copied as it is and in its order.
-  private static func database(
+  /// The records of a database of `rules` (set 0) and the named rules they use (set 1).
+  private static func layout(
     _ magic: CompiledMagic, rules: [Range<Int>], named allNamed: [[UInt8]: Range<Int>]
-  ) -> [UInt8] {
+  ) -> DatabaseLayout {
     let named = closure(of: rules, named: allNamed, in: magic).map { allNamed[$0]! }
       .sorted { $0.lowerBound < $1.lowerBound }
-    let walked = rules.reduce(0) { $0 + $1.count }
-    let namedCount = named.reduce(0) { $0 + $1.count }
+    return DatabaseLayout(rules: rules, named: named)
+  }
+
+  /// A compiled database: `magic`'s header with new counts, then `layout`'s rules (set 0), then
+  /// its named rules (set 1), each record copied as it is and in its order.
+  private static func database(_ magic: CompiledMagic, layout: DatabaseLayout) -> [UInt8] {
     var bytes = [UInt8](magic.header)
-    bytes.reserveCapacity((1 + walked + namedCount) * CompiledMagic.entrySize)
-    withUnsafeBytes(of: UInt32(walked).littleEndian) { bytes.replaceSubrange(8..<12, with: $0) }
-    withUnsafeBytes(of: UInt32(namedCount).littleEndian) {
+    bytes.reserveCapacity((1 + layout.walkedCount + layout.namedCount) * CompiledMagic.entrySize)
+    withUnsafeBytes(of: UInt32(layout.walkedCount).littleEndian) {
+      bytes.replaceSubrange(8..<12, with: $0)
+    }
+    withUnsafeBytes(of: UInt32(layout.namedCount).littleEndian) {
       bytes.replaceSubrange(12..<16, with: $0)
     }
-    for range in rules + named {
+    for range in layout.rules + layout.named {
       for index in range { bytes += magic.entry(index).bytes }
     }
     return bytes
