@@ -108,50 +108,81 @@ struct LateRenameTests {
     }
   }
 
-  private static func smbDestination(_ scratch: Scratch) throws -> (SMBDestination, URL) {
-    let (destination, folder) = try CrashResumeTests.destination(.smb, scratch)
-    return (try #require(destination as? SMBDestination), folder)
-  }
+  /// A batch of one `x.txt` whose forward to the loopback smbd ended at a checkpoint (a kill,
+  /// or an answer lost): what each test starts from. The test removes `scratch`.
+  struct EndedForward {
+    let scratch: Scratch
+    let destination: SMBDestination
+    /// The destination folder, on the server's side.
+    let folder: URL
+    let batch: URL
+    /// What `x.txt` holds.
+    let mine: Data
 
-  /// The temporary file a killed attempt left, by name.
-  private static func temporary(in folder: URL) throws -> String {
-    try #require(try contents(of: folder).keys.first { $0.hasSuffix(".part") })
+    /// Forwards a batch holding `mine` as `x.txt` and ends it at `checkpoint`, which must end
+    /// it with `ending` (a simulated crash unless said otherwise).
+    /// The destination is a new folder of the guest share unless `share` names another place
+    /// (a destination and its folder on the server's side).
+    init<Ending: Error>(
+      _ mine: String, endedAt checkpoint: Checkpoint,
+      with ending: Ending.Type = SimulatedCrash.self,
+      share: (() throws -> (SMBDestination, URL))? = nil
+    ) async throws {
+      scratch = try Scratch()
+      if let share {
+        (destination, folder) = try share()
+      } else {
+        let (destination, folder) = try CrashResumeTests.destination(.smb, scratch)
+        self.destination = try #require(destination as? SMBDestination)
+        self.folder = folder
+      }
+      self.mine = Data(mine.utf8)
+      batch = try scratch.folder("batch", ["x.txt": self.mine])
+      await #expect(throws: Ending.self) {
+        _ = try await Forwarder.stopping(at: checkpoint).forward(
+          folder: batch, to: destination)
+      }
+    }
+
+    /// Forwards the batch again, as the kiosk's resume does (with `forwarder`'s seams).
+    func resume(with forwarder: Forwarder = Forwarder()) async throws -> ForwardReport {
+      try await forwarder.forward(folder: batch, to: destination, verify: .sha256)
+    }
+
+    /// The temporary file the ended attempt left, by name.
+    func temporary() throws -> String {
+      try #require(try contents(of: folder).keys.first { $0.hasSuffix(".part") })
+    }
   }
 
   @Test func aRenameCarriedOutAfterTheResumeLookedFindsNothingToMove() async throws {
-    let scratch = try Scratch()
-    defer { scratch.remove() }
-    let (destination, folder) = try Self.smbDestination(scratch)
-    let mine = Data("sent once, whatever the server does late".utf8)
-    let batch = try scratch.folder("batch", ["x.txt": mine])
-    await #expect(throws: SimulatedCrash.self) {
-      _ = try await Forwarder.stopping(at: .killedBeforeMove).forward(
-        folder: batch, to: destination)
-    }
-    let temporary = try Self.temporary(in: folder)
+    let run = try await EndedForward(
+      "sent once, whatever the server does late", endedAt: .killedBeforeMove)
+    defer { run.scratch.remove() }
+    let temporary = try run.temporary()
     #expect(
-      try destinationContents(of: folder)
-        == ["x.txt": aClaim, temporary: mine, aMarker: Data()])
-    let other = try await OtherConnection(destination)
-    let marker = try await other.holdMarker(in: folder)
+      try destinationContents(of: run.folder)
+        == ["x.txt": aClaim, temporary: run.mine, aMarker: Data()])
+    let other = try await OtherConnection(run.destination)
+    let marker = try await other.holdMarker(in: run.folder)
     let late = Outcome()
     var forwarder = Forwarder()
     forwarder.afterResumeLook = { late.code = await other.rename(temporary, to: "x.txt") }
-    let report = try await forwarder.forward(folder: batch, to: destination, verify: .sha256)
+    let report = try await run.resume(with: forwarder)
     #expect(late.code == ENOENT, "the late rename found the upload gone from its name")
     // Without the fence the late rename puts the upload at x.txt and the resume sends it again.
     // With the marker held, a delete of the claim may still come: reported, not removed, and
     // the marker stays (its removal is refused while the handle lasts).
     #expect(
-      try destinationContents(of: folder)
-        == ["x.txt": aClaim, "x 2.txt": mine, aMarker: Data()])
+      try destinationContents(of: run.folder)
+        == ["x.txt": aClaim, "x 2.txt": run.mine, aMarker: Data()])
     #expect(report.files.map(\.destination) == ["x 2.txt"])
     #expect(
       report.possibleLeftovers.map { "\($0.path) \($0.reason)" } == ["x.txt claimAnswerLost"])
     // The stalled connection's delete of the claim, carried out late: it takes only the claim.
     // (Had the resume removed the claim and delivered to x.txt, this would delete the file.)
     #expect(await other.remove("x.txt") == 0)
-    #expect(try destinationContents(of: folder) == ["x 2.txt": mine, aMarker: Data()])
+    #expect(try destinationContents(of: run.folder) == ["x 2.txt": run.mine, aMarker: Data()])
     await other.close(marker)
     await other.free()
   }
@@ -162,20 +193,13 @@ struct LateRenameTests {
   /// nor reported, and the file arrives under the next number.
   @Test(arguments: [Data(), Data("browserdrop claim 0123456789abcdef\n".utf8)])
   func anotherWritersClaimAtTheNameIsLeftAlone(claim: Data) async throws {
-    let scratch = try Scratch()
-    defer { scratch.remove() }
-    let (destination, folder) = try Self.smbDestination(scratch)
-    let mine = Data("the name went to another writer".utf8)
-    let batch = try scratch.folder("batch", ["x.txt": mine])
-    await #expect(throws: SimulatedCrash.self) {
-      _ = try await Forwarder.stopping(at: .killedBeforeMove).forward(
-        folder: batch, to: destination)
-    }
-    let other = try await OtherConnection(destination)
+    let run = try await EndedForward("the name went to another writer", endedAt: .killedBeforeMove)
+    defer { run.scratch.remove() }
+    let other = try await OtherConnection(run.destination)
     try await other.replace("x.txt", with: claim)
     await other.free()
-    let report = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
-    #expect(try contents(of: folder) == ["x.txt": claim, "x 2.txt": mine])
+    let report = try await run.resume()
+    #expect(try contents(of: run.folder) == ["x.txt": claim, "x 2.txt": run.mine])
     #expect(report.files.map(\.destination) == ["x 2.txt"])
     #expect(report.possibleLeftovers.isEmpty, "\(report.possibleLeftovers)")
   }
@@ -183,38 +207,24 @@ struct LateRenameTests {
   /// A kill in the move window, nothing held: the resume proves the claim its own by its token,
   /// removes it and delivers the file under its own name; the killed run's marker goes too.
   @Test func aClaimLeftByAKillIsRemovedAndTheNameUsed() async throws {
-    let scratch = try Scratch()
-    defer { scratch.remove() }
-    let (destination, folder) = try Self.smbDestination(scratch)
-    let mine = Data("killed in the move window".utf8)
-    let batch = try scratch.folder("batch", ["x.txt": mine])
-    await #expect(throws: SimulatedCrash.self) {
-      _ = try await Forwarder.stopping(at: .killedBeforeMove).forward(
-        folder: batch, to: destination)
-    }
-    let report = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
-    #expect(try contents(of: folder) == ["x.txt": mine])
+    let run = try await EndedForward("killed in the move window", endedAt: .killedBeforeMove)
+    defer { run.scratch.remove() }
+    let report = try await run.resume()
+    #expect(try contents(of: run.folder) == ["x.txt": run.mine])
     #expect(report.files.map(\.destination) == ["x.txt"])
     #expect(report.renames.isEmpty)
     #expect(report.possibleLeftovers.isEmpty)
   }
 
   @Test func aHandleStillOpenOnTheUploadStopsTheResumeUntilItCloses() async throws {
-    let scratch = try Scratch()
-    defer { scratch.remove() }
-    let (destination, folder) = try Self.smbDestination(scratch)
-    let mine = Data("held by a stalled session".utf8)
-    let batch = try scratch.folder("batch", ["x.txt": mine])
-    await #expect(throws: SimulatedCrash.self) {
-      _ = try await Forwarder.stopping(at: .killedBeforeMove).forward(
-        folder: batch, to: destination)
-    }
-    let temporary = try Self.temporary(in: folder)
-    let other = try await OtherConnection(destination)
-    let marker = try await other.holdMarker(in: folder)
+    let run = try await EndedForward("held by a stalled session", endedAt: .killedBeforeMove)
+    defer { run.scratch.remove() }
+    let temporary = try run.temporary()
+    let other = try await OtherConnection(run.destination)
+    let marker = try await other.holdMarker(in: run.folder)
     let handle = try await other.open(temporary)
     do {
-      _ = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
+      _ = try await run.resume()
       Issue.record("the resume went on while a handle was open on the upload")
     } catch let failure as ForwardFailure {
       #expect(failure.kind == .earlierRequestPending)
@@ -222,79 +232,70 @@ struct LateRenameTests {
       #expect(failure.problem.contains("x.txt"), "\(failure.problem)")
     }
     // Nothing sent again, nothing removed: the upload is still the only copy.
-    let held = try destinationContents(of: folder)
+    let held = try destinationContents(of: run.folder)
     #expect(held["x.txt"] == aClaim)
-    #expect(held.values.filter { $0 == mine }.count == 1, "\(held.keys.sorted())")
+    #expect(held.values.filter { $0 == run.mine }.count == 1, "\(held.keys.sorted())")
     #expect(held.count == 3, "\(held.keys.sorted())")
     await other.close(handle)
     await other.close(marker)
     await other.free()
     // The stalled connection is gone: its claim is removed and the name used.
-    let report = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
-    #expect(try contents(of: folder) == ["x.txt": mine])
+    let report = try await run.resume()
+    #expect(try contents(of: run.folder) == ["x.txt": run.mine])
     #expect(report.files.map(\.destination) == ["x.txt"])
   }
 
   /// An earlier resume fenced the upload aside and found a handle open on it: the next one
   /// checks it there again, by an open that shares reads only (refused beside a writer).
   @Test func anUploadAlreadyAsideIsCheckedAgainForOpenHandles() async throws {
-    let scratch = try Scratch()
-    defer { scratch.remove() }
-    let (destination, folder) = try Self.smbDestination(scratch)
-    let mine = Data("aside, a handle still open on it".utf8)
-    let batch = try scratch.folder("batch", ["x.txt": mine])
-    await #expect(throws: SimulatedCrash.self) {
-      _ = try await Forwarder.stopping(at: .killedBeforeMove).forward(
-        folder: batch, to: destination)
-    }
-    let temporary = try Self.temporary(in: folder)
+    let run = try await EndedForward("aside, a handle still open on it", endedAt: .killedBeforeMove)
+    defer { run.scratch.remove() }
+    let temporary = try run.temporary()
     let aside = try #require(NameRules.aside(of: [temporary]).last)
-    let other = try await OtherConnection(destination)
-    let marker = try await other.holdMarker(in: folder)
+    let other = try await OtherConnection(run.destination)
+    let marker = try await other.holdMarker(in: run.folder)
     #expect(await other.rename(temporary, to: aside) == 0)
     let handle = try await other.open(aside)
     let failure = await #expect(throws: ForwardFailure.self) {
-      _ = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
+      _ = try await run.resume()
     }
     #expect(failure?.kind == .earlierRequestPending, "\(String(describing: failure))")
     #expect(
-      try destinationContents(of: folder) == ["x.txt": aClaim, aside: mine, aMarker: Data()],
+      try destinationContents(of: run.folder) == [
+        "x.txt": aClaim, aside: run.mine, aMarker: Data(),
+      ],
       "nothing sent again")
     await other.close(handle)
     await other.close(marker)
     await other.free()
-    let report = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
-    #expect(try contents(of: folder) == ["x.txt": mine])
+    let report = try await run.resume()
+    #expect(try contents(of: run.folder) == ["x.txt": run.mine])
     #expect(report.files.map(\.destination) == ["x.txt"])
   }
 
   /// The fence found the upload moved, to a name the attempt claimed, but a handle is still
   /// open on it there: a rename on that handle could still move it on, so it is not taken yet.
   @Test func aMovedUploadWithAHandleStillOpenOnItIsNotTakenYet() async throws {
-    let scratch = try Scratch()
-    defer { scratch.remove() }
-    let (destination, folder) = try Self.smbDestination(scratch)
-    let mine = Data("moved, a handle still on it".utf8)
-    let batch = try scratch.folder("batch", ["x.txt": mine])
-    await #expect(throws: SimulatedCrash.self) {
-      _ = try await Forwarder.stopping(at: .killedBeforeSecondMove).forward(
-        folder: batch, to: destination)
-    }
-    let temporary = try Self.temporary(in: folder)
-    let other = try await OtherConnection(destination)
+    let run = try await EndedForward(
+      "moved, a handle still on it", endedAt: .killedBeforeSecondMove)
+    defer { run.scratch.remove() }
+    let temporary = try run.temporary()
+    let other = try await OtherConnection(run.destination)
     #expect(await other.rename(temporary, to: "x 2.txt") == 0)
     let handle = try await other.open("x 2.txt")
     let failure = await #expect(throws: ForwardFailure.self) {
-      _ = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
+      _ = try await run.resume()
     }
     #expect(failure?.kind == .earlierRequestPending, "\(String(describing: failure))")
     #expect(
-      try destinationContents(of: folder) == ["x.txt": aClaim, "x 2.txt": mine, aMarker: Data()],
+      try destinationContents(of: run.folder) == [
+        "x.txt": aClaim, "x 2.txt": run.mine, aMarker: Data(),
+      ],
       "nothing sent again")
     await other.close(handle)
     await other.free()
-    let report = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
-    #expect(try destinationContents(of: folder) == ["x.txt": aClaim, "x 2.txt": mine])
+    let report = try await run.resume()
+    #expect(try destinationContents(of: run.folder) == ["x.txt": aClaim, "x 2.txt": run.mine])
     #expect(report.files.map(\.destination) == ["x 2.txt"])
     #expect(
       report.possibleLeftovers.map { "\($0.path) \($0.reason)" } == ["x.txt claimAnswerLost"])
@@ -305,21 +306,18 @@ struct LateRenameTests {
   /// the open that shares reads only is refused, and the rename it then carries out late takes
   /// the file from its aside name to `x.txt`, where the next resume finds it, once.
   @Test func theHandleAStalledRenameHoldsIsCaughtAndItsRenameTakenOnce() async throws {
-    let scratch = try Scratch()
-    defer { scratch.remove() }
     let server = try TestSMBServer.fromEnvironment()
     let name = uniqueName("stalled")
-    let destination = try server.destination(
-      "private", name, credentials: Credentials(username: "dropper", password: "s3cret"))
-    let folder = server.directory("private/\(name)")
-    let mine = Data("renamed late by the stalled session".utf8)
-    let batch = try scratch.folder("batch", ["x.txt": mine])
-    await #expect(throws: SimulatedCrash.self) {
-      _ = try await Forwarder.stopping(at: .killedBeforeMove).forward(
-        folder: batch, to: destination)
-    }
-    let temporary = try Self.temporary(in: folder)
-    let ready = scratch.root.appendingPathComponent("ready").path
+    let run = try await EndedForward(
+      "renamed late by the stalled session", endedAt: .killedBeforeMove,
+      share: {
+        let destination = try server.destination(
+          "private", name, credentials: Credentials(username: "dropper", password: "s3cret"))
+        return (destination, server.directory("private/\(name)"))
+      })
+    defer { run.scratch.remove() }
+    let temporary = try run.temporary()
+    let ready = run.scratch.root.appendingPathComponent("ready").path
     #expect(mkfifo(ready, 0o600) == 0)
     let stalled = try ChildProcess(
       FileManager.default.currentDirectoryPath + "/.venv/bin/python",
@@ -330,19 +328,19 @@ struct LateRenameTests {
       ], input: .pipe)
     #expect(await Self.line(from: ready) == "held")
     let failure = await #expect(throws: ForwardFailure.self) {
-      _ = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
+      _ = try await run.resume()
     }
     #expect(failure?.kind == .earlierRequestPending, "\(String(describing: failure))")
-    let held = try destinationContents(of: folder)
+    let held = try destinationContents(of: run.folder)
     #expect(held["x.txt"] == aClaim)
-    #expect(held.values.filter { $0 == mine }.count == 1, "\(held.keys.sorted())")
+    #expect(held.values.filter { $0 == run.mine }.count == 1, "\(held.keys.sorted())")
     // The late request: the claim deleted, then the rename on the old handle.
     #expect(stalled.write(Data("rename x.txt\n".utf8)))
     stalled.closeInput()
     #expect(await stalled.wait(timeout: .seconds(30)) == .exited(0), "\(stalled.errorOutput)")
     #expect(String(decoding: stalled.output, as: UTF8.self) == "renamed\n")
-    let report = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
-    #expect(try contents(of: folder) == ["x.txt": mine])
+    let report = try await run.resume()
+    #expect(try contents(of: run.folder) == ["x.txt": run.mine])
     #expect(report.files.map(\.destination) == ["x.txt"])
     #expect(report.possibleLeftovers.isEmpty)
   }
@@ -371,48 +369,37 @@ struct LateRenameTests {
   /// A reader of the delivered file (a preview, a virus scanner) does not hold the resume up:
   /// only a handle that could write, delete or rename it does.
   @Test func aReaderOfTheMovedFileDoesNotHoldTheResumeUp() async throws {
-    let scratch = try Scratch()
-    defer { scratch.remove() }
-    let (destination, folder) = try Self.smbDestination(scratch)
-    let mine = Data("moved, its answer lost, being read".utf8)
-    let batch = try scratch.folder("batch", ["x.txt": mine])
-    await #expect(throws: ForwardFailure.self) {
-      _ = try await Forwarder.stopping(at: .moveAnswerLostAfterMove).forward(
-        folder: batch, to: destination)
-    }
-    #expect(try contents(of: folder) == ["x.txt": mine])
-    let other = try await OtherConnection(destination)
+    let run = try await EndedForward(
+      "moved, its answer lost, being read", endedAt: .moveAnswerLostAfterMove,
+      with: ForwardFailure.self)
+    defer { run.scratch.remove() }
+    #expect(try contents(of: run.folder) == ["x.txt": run.mine])
+    let other = try await OtherConnection(run.destination)
     let reader = try await other.open("x.txt", flags: O_RDONLY)
-    let report = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
+    let report = try await run.resume()
     await other.close(reader)
     await other.free()
     #expect(report.files.map(\.destination) == ["x.txt"])
     #expect(report.resumedFiles == 1)
-    #expect(try contents(of: folder) == ["x.txt": mine])
+    #expect(try contents(of: run.folder) == ["x.txt": run.mine])
   }
 
   @Test func aLateRenameOntoAnEarlierNameOfTheAttemptIsTakenThere() async throws {
-    let scratch = try Scratch()
-    defer { scratch.remove() }
-    let (destination, folder) = try Self.smbDestination(scratch)
-    let mine = Data("moved late onto the first name".utf8)
-    let batch = try scratch.folder("batch", ["x.txt": mine])
-    await #expect(throws: SimulatedCrash.self) {
-      _ = try await Forwarder.stopping(at: .killedBeforeSecondMove).forward(
-        folder: batch, to: destination)
-    }
-    let temporary = try Self.temporary(in: folder)
+    let run = try await EndedForward(
+      "moved late onto the first name", endedAt: .killedBeforeSecondMove)
+    defer { run.scratch.remove() }
+    let temporary = try run.temporary()
     #expect(
-      try destinationContents(of: folder)
-        == ["x.txt": aClaim, "x 2.txt": aClaim, temporary: mine, aMarker: Data()])
+      try destinationContents(of: run.folder)
+        == ["x.txt": aClaim, "x 2.txt": aClaim, temporary: run.mine, aMarker: Data()])
     // libsmbclient's second rename for the first name, carried out after the attempt had moved
     // on to the next name.
-    let other = try await OtherConnection(destination)
+    let other = try await OtherConnection(run.destination)
     #expect(await other.rename(temporary, to: "x.txt") == 0)
     await other.free()
-    let report = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
+    let report = try await run.resume()
     // Looking only at the latest name, the resume would send it again (x 3.txt): a duplicate.
-    #expect(try destinationContents(of: folder) == ["x.txt": mine, "x 2.txt": aClaim])
+    #expect(try destinationContents(of: run.folder) == ["x.txt": run.mine, "x 2.txt": aClaim])
     #expect(report.files.map(\.destination) == ["x.txt"])
     #expect(
       report.possibleLeftovers.map { "\($0.path) \($0.reason)" } == ["x 2.txt claimAnswerLost"])
