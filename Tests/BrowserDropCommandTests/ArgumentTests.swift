@@ -239,7 +239,7 @@ struct ArgumentTests {
         "listening         addresses: [{url, kind, interface}]",
         "uploadStarted     path, size", "uploadFinished    path, size, mimeType (or null), kind",
         "uploadFailed      path, reason", "addressesChanged  addresses",
-        "batchClosed       batch, files, bytes", "forwardStarted    destination",
+        "batchClosed       batch, files, bytes, handedOver", "forwardStarted    destination",
         "forwardProgress   files, totalFiles, bytes, totalBytes",
         "forwarded         destination, files, bytes,", "renamed: [{from, to}]",
         "forwardFailed     message, staging", "retrying          seconds",

@@ -74,6 +74,8 @@ struct KioskTests {
     command.send(SIGTERM)
     #expect(try await command.waitForExit() == 0)
     let name = try #require(closed.string("batch"))
+    // Nothing was waiting as it closed: the one upload had been answered.
+    #expect(closed.int("handedOver") == 0, "\(closed)")
     #expect(name.wholeMatch(of: /\d{4}-\d{2}-\d{2} \d{2}\.\d{2}\.\d{2}/) != nil, "\(name)")
     #expect(TemporaryFolder.files(in: folder.path("dest")) == [name + "/a.txt"])
   }

@@ -67,6 +67,12 @@ struct ReportTextTests {
     #expect(
       ReportText.lines(for: .kept(staging: "/srv/received", files: 2, bytes: 2))
         == ["Received 2 files (2 B); they are in /srv/received"])
+    #expect(
+      ReportText.lines(for: .batchClosed(name: "b", files: 2, bytes: 2, handedOver: 0))
+        == ["Batch b closed: 2 files (2 B)."])
+    #expect(
+      ReportText.lines(for: .batchClosed(name: "b", files: 1, bytes: 1, handedOver: 1))
+        == ["Batch b closed: 1 file (1 B); 1 waiting request went to the next batch."])
   }
 
   @Test("Control characters, bidirectional overrides and separators become visible escapes")
@@ -97,7 +103,7 @@ struct ReportTextTests {
       .kept(staging: Self.hostile, files: 1, bytes: 10),
       .stopped(message: Self.hostile, staging: Self.hostile),
       .notice(Self.hostile),
-      .batchClosed(name: Self.hostile, files: 1, bytes: 10),
+      .batchClosed(name: Self.hostile, files: 1, bytes: 10, handedOver: 2),
     ]
     for report in reports {
       let lines = ReportText.lines(for: report)

@@ -58,8 +58,11 @@ struct ListenerHandoverTests {
 
     try await client.send(Array(head.utf8.dropFirst(split)))
     try await client.send(body)
+    #expect(handover.connectionsTakenOver == nil)
     let next = try await TestSession.start(on: handover)
     defer { Task { await next.stop() } }
+    // The parked one; nothing waited in the kernel's queue.
+    #expect(handover.connectionsTakenOver == 1)
     #expect(try await client.readReply().status == 201)
     #expect(next.stagedFiles() == ["late.bin": body])
     #expect(await next.server.receivedFiles.map(\.relativePath) == ["late.bin"])
@@ -117,6 +120,41 @@ struct ListenerHandoverTests {
       !events.contains {
         if case .uploadStarted(let upload) = $0 { upload.relativePath == "late.bin" } else { false }
       })
+  }
+
+  @Test func theNextSessionCountsExactlyTheConnectionsQueuedDuringTheSwitch() async throws {
+    let first = try await TestSession.start()
+    defer { try? FileManager.default.removeItem(at: first.root) }
+    #expect(try await first.upload("a.txt", [1]).status == 201)
+    let finished = try await first.server.finishHandingOverListener()
+    if let folder = finished.folder { try? FileManager.default.removeItem(at: folder) }
+    let handover = try #require(finished.handover)
+    #expect(handover.waitingCount == 0)
+
+    // Three uploads sent while no session serves the port: the kernel queues them.
+    var clients: [RawClient] = []
+    for index in 0..<3 {
+      let client = try await first.client()
+      try await client.send(
+        Requests.uploadHead(port: first.port, encodedPath: "q\(index).txt", length: 1))
+      try await client.send([UInt8(index)])
+      clients.append(client)
+    }
+    // `connect` returns once the client's side of the handshake is done; the kernel may finish
+    // the server's (and queue the connection) a moment later, on another core.
+    try await Self.waitUntil { handover.queuedConnections == 3 }
+    let next = try await TestSession.start(on: handover)
+    defer { Task { await next.stop() } }
+    #expect(handover.connectionsTakenOver == 3)
+    for client in clients { #expect(try await client.readReply().status == 201) }
+    #expect(next.stagedFiles() == ["q0.txt": [0], "q1.txt": [1], "q2.txt": [2]])
+
+    // A switch with nothing waiting hands over none.
+    let again = try #require(try await next.server.finishHandingOverListener().handover)
+    let third = try await TestSession.start(on: again)
+    defer { Task { await third.stop() } }
+    #expect(again.connectionsTakenOver == 0)
+    #expect(try await third.upload("b.txt", [2]).status == 201)
   }
 
   @Test func aFailedStartLeavesTheHandoverForTheNextTry() async throws {

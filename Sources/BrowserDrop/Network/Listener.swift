@@ -96,6 +96,17 @@ final class Listener: Sendable {
     return Listener(socket: socket, port: SocketAddress.port(of: bound))
   }
 
+  /// How many connections wait in the kernel's accept queue: complete, not yet accepted. Linux
+  /// reports it for a listening socket in `tcp_info`'s `tcpi_unacked` (and the queue's bound,
+  /// the listen backlog, in `tcpi_sacked`). 0 should `getsockopt` fail, which it does not on a
+  /// listening TCP socket.
+  var queuedConnections: Int {
+    var info = tcp_info()
+    var length = socklen_t(MemoryLayout<tcp_info>.size)
+    guard getsockopt(socket.fd, Int32(IPPROTO_TCP), TCP_INFO, &info, &length) == 0 else { return 0 }
+    return Int(info.tcpi_unacked)
+  }
+
   /// Accepts one pending connection without waiting; `nil` when none is pending.
   func acceptNow() throws(SystemError) -> Int32? {
     try Syscall.nonBlocking("accept4") { cbd_accept(socket.fd) }

@@ -21,25 +21,48 @@ public final class ListenerHandover: Sendable {
     let waiting: [ParkedConnection]
   }
 
+  private struct State {
+    var contents: Contents?
+    var takenOver: Int?
+  }
+
   /// The port the socket listens on.
   public let port: Int
-  private let contents: Mutex<Contents?>
+  private let state: Mutex<State>
 
   init(listener: Listener, waiting: [ParkedConnection]) {
     port = listener.port
-    contents = Mutex(Contents(listener: listener, waiting: waiting))
+    state = Mutex(State(contents: Contents(listener: listener, waiting: waiting)))
   }
 
+  /// How many connections the next session found waiting when it took the socket over with
+  /// ``BrowserDropServer/start(on:)``: the ones the ended session had accepted but not answered,
+  /// and the ones waiting in the kernel's accept queue at that moment (a connection that
+  /// arrives once the next session serves the socket is its own, not counted). Each waits for
+  /// the next session's answer: a request the switch did not refuse or cut (a browser's spare
+  /// connection, opened ahead of a request, counts too). `nil` until a session took it.
+  public var connectionsTakenOver: Int? { state.withLock { $0.takenOver } }
+
   /// The connections waiting to be served by the next session.
-  var waitingCount: Int { contents.withLock { $0?.waiting.count ?? 0 } }
+  var waitingCount: Int { state.withLock { $0.contents?.waiting.count ?? 0 } }
 
   /// The bytes those connections had sent, all together.
   var waitingBytes: Int {
-    contents.withLock { $0?.waiting.reduce(0) { $0 + $1.received.count } ?? 0 }
+    state.withLock { $0.contents?.waiting.reduce(0) { $0 + $1.received.count } ?? 0 }
   }
 
+  /// The connections in the kernel's accept queue now; 0 once a session took the socket (tests
+  /// wait for the server's side of their connections' handshakes).
+  var queuedConnections: Int { state.withLock { $0.contents?.listener.queuedConnections ?? 0 } }
+
   /// The socket and the waiting connections, once; `nil` when a session took them already.
+  /// Notes ``connectionsTakenOver``, reading the accept queue now: call it when nothing can
+  /// fail any more and the socket is about to be served.
   func take() -> Contents? {
-    contents.withLock { $0.take() }
+    state.withLock { state in
+      guard let contents = state.contents.take() else { return nil }
+      state.takenOver = contents.waiting.count + contents.listener.queuedConnections
+      return contents
+    }
   }
 }

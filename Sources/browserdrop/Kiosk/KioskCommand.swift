@@ -108,6 +108,8 @@ struct KioskCommand {
         session.activity, quietPeriod: options.quietPeriod, stopRequested: stopRequested)
 
       let folder: URL?
+      // The connections the next session found waiting on the handed-over socket.
+      var handedOver = 0
       do {
         if stopRequested.isSet {
           folder = try await session.finish()
@@ -117,6 +119,7 @@ struct KioskCommand {
           if let handover = finished.handover {
             next = await Self.startNext(
               on: handover, options: options, port: port, reporter: reporter)
+            handedOver = handover.connectionsTakenOver ?? 0
           }
         }
       } catch {
@@ -134,7 +137,7 @@ struct KioskCommand {
         reporter.report(
           .batchClosed(
             name: batch.folderName, files: files.count,
-            bytes: files.reduce(0) { $0 + Int64($1.size) }))
+            bytes: files.reduce(0) { $0 + Int64($1.size) }, handedOver: handedOver))
         await courier.enqueue([batch])
       } catch {
         reporter.report(

@@ -32,10 +32,10 @@ struct JSONReporter: Reporter {
       return [("event", .string("finishing"))]
     case .nothingArrived:
       return [("event", .string("nothingArrived"))]
-    case .batchClosed(let name, let files, let bytes):
+    case .batchClosed(let name, let files, let bytes, let handedOver):
       return [
         ("event", .string("batchClosed")), ("batch", .string(name)), ("files", .number(files)),
-        ("bytes", .number(bytes)),
+        ("bytes", .number(bytes)), ("handedOver", .number(handedOver)),
       ]
     case .forwardStarted(let destination):
       return [("event", .string("forwardStarted")), ("destination", .string(destination))]

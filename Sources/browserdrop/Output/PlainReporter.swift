@@ -37,10 +37,12 @@ enum ReportText {
       return ["Finishing: no new uploads; uploads still in flight are dropped."]
     case .nothingArrived:
       return ["Nothing arrived."]
-    case .batchClosed(let name, let files, let bytes):
+    case .batchClosed(let name, let files, let bytes, let handedOver):
+      let waiting =
+        handedOver == 0 ? "" : "; \(count(handedOver, "waiting request")) went to the next batch"
       return [
         "Batch \(TerminalText.escaped(name)) closed: \(count(files, "file")) "
-          + "(\(ByteSize.format(bytes)))."
+          + "(\(ByteSize.format(bytes)))\(waiting)."
       ]
     case .forwardStarted(let destination):
       return ["Forwarding to \(TerminalText.escaped(destination))…"]

@@ -20,8 +20,10 @@ enum Report: Sendable {
   case finishing
   /// The session ended with nothing received.
   case nothingArrived
-  /// Kiosk: a batch was closed and moved to the outbox.
-  case batchClosed(name: String, files: Int, bytes: Int64)
+  /// Kiosk: a batch was closed and moved to the outbox; `handedOver` connections were waiting
+  /// for an answer as it closed and went to the next session with the listening socket (0 when
+  /// the kiosk is stopping, or the next session could not start).
+  case batchClosed(name: String, files: Int, bytes: Int64, handedOver: Int)
   /// Forwarding a folder started.
   case forwardStarted(destination: String)
   /// Forwarding made progress (throttled).

@@ -102,7 +102,7 @@ struct OperationsUnitTests {
     state.note(.server(.uploadStarted(upload)))
     #expect(state.snapshot.inFlight == 1)
     state.note(.server(.uploadFailed(upload, .timedOut)))
-    state.note(.batchClosed(name: "b", files: 1, bytes: 1))
+    state.note(.batchClosed(name: "b", files: 1, bytes: 1, handedOver: 0))
     state.noteRecoveredBatches(2)
     #expect(state.snapshot.uploads == ["timed_out": 1])
     #expect(state.snapshot.outboxBatches == 3)
