@@ -95,6 +95,32 @@ struct KioskSwitchTests {
         try Data(contentsOf: dest.appending(path: path)) == Data(contentsOf: source), "\(path)")
     }
     #expect(KioskTests.journal(folder).isEmpty)
+    // Each upload is reported between the line that closed the batch before its own and its
+    // own batch's line, the handed-over ones too: the next session's events wait for the
+    // closing batch's line.
+    let batchOf = Self.batchReportedIn(events)
+    for path in delivered {
+      let parts = path.split(separator: "/").map(String.init)
+      guard parts.count == 2 else { continue }
+      #expect(
+        batchOf[parts[1]] == parts[0], "\(path) reported with batch \(batchOf[parts[1]] ?? "none")")
+    }
+  }
+
+  /// The batch whose `batchClosed` line is the first after each upload's `uploadFinished`, by
+  /// the upload's path.
+  static func batchReportedIn(_ events: [JSONObject]) -> [String: String] {
+    var batchOf: [String: String] = [:]
+    var open: [String] = []
+    for event in events {
+      if event.event == "uploadFinished", let path = event.string("path") {
+        open.append(path)
+      } else if event.event == "batchClosed", let batch = event.string("batch") {
+        for path in open { batchOf[path] = batch }
+        open = []
+      }
+    }
+    return batchOf
   }
 
   /// How many connections the batch switches handed to the next session, as the kiosk counted

@@ -72,7 +72,7 @@ struct ReportTextTests {
         == ["Batch b closed: 2 files (2 B)."])
     #expect(
       ReportText.lines(for: .batchClosed(name: "b", files: 1, bytes: 1, handedOver: 1))
-        == ["Batch b closed: 1 file (1 B); 1 waiting request went to the next batch."])
+        == ["Batch b closed: 1 file (1 B); 1 waiting connection went to the next batch."])
   }
 
   @Test("Control characters, bidirectional overrides and separators become visible escapes")

@@ -48,6 +48,18 @@ struct ReactorTests {
 
   init() throws { try Reactor.shared.start() }
 
+  /// Runs `peer` on a thread of its own and returns once it has ended. The peer's calls block,
+  /// and neither a task nor `DispatchQueue.global()` would do: both run on the threads of the
+  /// cooperative pool here, where the rest of the suite's work can hold them past a deadline.
+  private static func onThreadOfItsOwn(_ peer: @escaping @Sendable () -> Void) async throws {
+    let (ended, ending) = AsyncStream<Void>.makeStream()
+    try SystemThread.start(name: "test peer") {
+      peer()
+      ending.finish()
+    }
+    for await _ in ended {}
+  }
+
   private static func soon() -> Deadline { .instant(.now + .seconds(10)) }
 
   /// The kernel's line for `fd` in the epoll set (`tfd: … events: … data: …`), if any.
@@ -87,16 +99,15 @@ struct ReactorTests {
   @Test func noWakeUpIsMissedWhenDataRacesTheWait() async throws {
     let pair = try Pair()
     let rounds = 2000
-    let far = pair.far
     // Another thread writes a byte whenever the reader has taken the last one, so each byte
     // races the reader's next wait: its edge reaches a waiter or is kept for the wait to come.
+    // It gives up should the reader stop taking them (a failed wait), so it always ends.
     let taken = DispatchSemaphore(value: 0)
-    let writer = DispatchGroup()
-    DispatchQueue.global().async(group: writer) {
+    async let writer: Void = Self.onThreadOfItsOwn {
       for _ in 0..<rounds {
         var byte: UInt8 = 7
-        _ = Glibc.write(far, &byte, 1)
-        taken.wait()
+        _ = Glibc.write(pair.far, &byte, 1)
+        guard taken.wait(timeout: .now() + .seconds(10)) == .success else { return }
       }
     }
     var received = 0
@@ -109,7 +120,7 @@ struct ReactorTests {
           for: .readable, on: pair.near.fd, deadline: .instant(.now + .seconds(5)))
       }
     }
-    writer.wait()
+    try await writer
     #expect(received == rounds)
   }
 
@@ -123,34 +134,36 @@ struct ReactorTests {
       filled += sent
     }
     #expect(errno == EAGAIN && filled > 0)
-    let (far, total) = (pair.far, filled)
-    // The peer drains on a thread of its own: its `recv` and `poll` block, and a task of the
-    // cooperative pool may wait behind the rest of the suite's work past the deadline.
-    let drainer = DispatchGroup()
-    DispatchQueue.global().async(group: drainer) {
+    let total = filled
+    // The peer drains on a thread of its own until it has everything, the socket fails or
+    // 10 s pass; it holds `pair`, so the descriptor outlives it.
+    async let drainer: Void = Self.onThreadOfItsOwn {
       var buffer = [UInt8](repeating: 0, count: 65536)
       var drained = 0
-      while drained < total {
-        let count = buffer.withUnsafeMutableBytes { recv(far, $0.baseAddress, $0.count, 0) }
+      let giveUp = ContinuousClock.now + .seconds(10)
+      while drained < total, ContinuousClock.now < giveUp {
+        let count = buffer.withUnsafeMutableBytes { recv(pair.far, $0.baseAddress, $0.count, 0) }
         if count > 0 {
           drained += count
+        } else if count == 0 || errno != EAGAIN {
+          return
         } else {
-          var ready = pollfd(fd: far, events: Int16(POLLIN), revents: 0)
-          _ = poll(&ready, 1, 1000)
+          var ready = pollfd(fd: pair.far, events: Int16(POLLIN), revents: 0)
+          _ = poll(&ready, 1, 100)
         }
       }
     }
     try await Reactor.shared.wait(for: .writable, on: pair.near.fd, deadline: Self.soon())
     let sent = chunk.withUnsafeBytes { send(pair.near.fd, $0.baseAddress, 1, 0) }
     #expect(sent == 1)
-    await withCheckedContinuation { drainer.notify(queue: .global(), execute: $0.resume) }
+    try await drainer
   }
 
   @Test func aPeerThatClosesEndsAReadersWait() async throws {
     let pair = try Pair()
-    let far = pair.far
-    DispatchQueue.global().async { _ = shutdown(far, Int32(SHUT_WR)) }
+    async let peer: Void = Self.onThreadOfItsOwn { _ = shutdown(pair.far, Int32(SHUT_WR)) }
     try await Reactor.shared.wait(for: .readable, on: pair.near.fd, deadline: Self.soon())
+    try await peer
     var byte: UInt8 = 0
     #expect(Glibc.read(pair.near.fd, &byte, 1) == 0)
   }

@@ -136,8 +136,8 @@ public actor BrowserDropServer {
   /// ``addresses`` lists, and ``resume()`` (after ``suspend()`` or a lost listener) opens a new
   /// socket on that address and the handed-over port. When the start fails, the handover is
   /// left as it was, to be given to another start (or dropped, which closes it); when this
-  /// session was started already, it is left too. A successful start notes on the handover how
-  /// many connections it found waiting (``ListenerHandover/connectionsTakenOver``).
+  /// session was started already, it is left too. A start that takes the socket notes on the
+  /// handover how many connections it found waiting (``ListenerHandover/connectionsTakenOver``).
   ///
   /// ```swift
   /// let (folder, handover) = try await server.finishHandingOverListener()

@@ -188,7 +188,7 @@ enum CommandFlags {
         "  finishing         (one-shot: Enter or a signal)",
         "  nothingArrived",
         "  batchClosed       batch, files, bytes, handedOver (kiosk;",
-        "                    handedOver: requests waiting as it closed,",
+        "                    handedOver: connections waiting as it closed,",
         "                    answered by the next batch's session)",
         "  forwardStarted    destination",
         "  forwardProgress   files, totalFiles, bytes, totalBytes",

@@ -84,6 +84,8 @@ struct KioskCommand {
       }
       let session: LiveSession
       if let started = next {
+        // Started before the previous batch was reported: its events come after that line.
+        started.report()
         session = started
         next = nil
       } else {
@@ -116,7 +118,9 @@ struct KioskCommand {
         } else {
           let finished = try await session.finishHandingOverListener()
           folder = finished.folder
-          if let handover = finished.handover {
+          // A stop that came during the finish's grace: no next session, and the connections
+          // waiting on the socket are closed with it (dropping the handover), as at any stop.
+          if let handover = finished.handover, !stopRequested.isSet {
             next = await Self.startNext(
               on: handover, options: options, port: port, reporter: reporter)
             handedOver = handover.connectionsTakenOver ?? 0
@@ -162,7 +166,7 @@ struct KioskCommand {
     do {
       return try await LiveSession.start(
         configuration: options.serverConfiguration(port: port), reporter: reporter,
-        handover: handover)
+        handover: handover, held: true)
     } catch {
       reporter.report(.notice("Can't start the next session yet: \(error)"))
       return nil

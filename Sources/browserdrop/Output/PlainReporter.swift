@@ -39,7 +39,7 @@ enum ReportText {
       return ["Nothing arrived."]
     case .batchClosed(let name, let files, let bytes, let handedOver):
       let waiting =
-        handedOver == 0 ? "" : "; \(count(handedOver, "waiting request")) went to the next batch"
+        handedOver == 0 ? "" : "; \(count(handedOver, "waiting connection")) went to the next batch"
       return [
         "Batch \(TerminalText.escaped(name)) closed: \(count(files, "file")) "
           + "(\(ByteSize.format(bytes)))\(waiting)."

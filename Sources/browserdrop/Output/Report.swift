@@ -22,7 +22,7 @@ enum Report: Sendable {
   case nothingArrived
   /// Kiosk: a batch was closed and moved to the outbox; `handedOver` connections were waiting
   /// for an answer as it closed and went to the next session with the listening socket (0 when
-  /// the kiosk is stopping, or the next session could not start).
+  /// the kiosk is stopping, the next session could not start or the listener was lost).
   case batchClosed(name: String, files: Int, bytes: Int64, handedOver: Int)
   /// Forwarding a folder started.
   case forwardStarted(destination: String)
