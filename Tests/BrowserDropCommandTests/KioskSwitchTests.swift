@@ -101,7 +101,7 @@ struct KioskSwitchTests {
     let batchOf = Self.batchReportedIn(events)
     for path in delivered {
       let parts = path.split(separator: "/").map(String.init)
-      guard parts.count == 2 else { continue }
+      try #require(parts.count == 2, "\(path) is not batch/name")
       #expect(
         batchOf[parts[1]] == parts[0], "\(path) reported with batch \(batchOf[parts[1]] ?? "none")")
     }

@@ -77,6 +77,8 @@ struct KioskCommand {
     // A session started already is finished even when a stop came meanwhile: its batch, if
     // anything arrived, goes into the outbox like any last batch.
     while !stopRequested.isSet || next != nil {
+      // Started before the previous batch was reported: its lines come after that one's.
+      next?.report()
       if !first {
         // The previous session and its index of received files are gone: give the memory they
         // held back, so a kiosk's footprint follows its largest batch, not its lifetime.
@@ -84,8 +86,6 @@ struct KioskCommand {
       }
       let session: LiveSession
       if let started = next {
-        // Started before the previous batch was reported: its events come after that line.
-        started.report()
         session = started
         next = nil
       } else {

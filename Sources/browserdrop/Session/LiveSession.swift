@@ -12,25 +12,25 @@ final class LiveSession: Sendable {
   /// Uploads in flight, files received and when something last happened.
   let activity: SessionActivity
   private let pumps: Task<Void, Never>
-  /// Finished (by ``report()``) when the session's events may be reported.
-  private let reporting: AsyncStream<Void>.Continuation
+  /// Keeps the session's reports until ``report()`` when it was started `held`.
+  private let held: HeldReporter?
 
   private init(
     server: BrowserDropServer, addresses: [Address], activity: SessionActivity,
-    pumps: Task<Void, Never>, reporting: AsyncStream<Void>.Continuation
+    pumps: Task<Void, Never>, held: HeldReporter?
   ) {
     self.server = server
     self.addresses = addresses
     self.activity = activity
     self.pumps = pumps
-    self.reporting = reporting
+    self.held = held
   }
 
   /// Starts a server with `configuration` and follows it; on `handover`'s listening socket
   /// when given (the kiosk's previous batch), which is left as it was when the start fails.
-  /// With `held`, its events wait (kept in order by the server) until ``report()``: the kiosk
-  /// starts the next batch's session before it reports the closing batch, whose line must come
-  /// first.
+  /// With `held`, its reports wait (in the order they were made) until ``report()``, while
+  /// the session runs and keeps count: the kiosk starts the next batch's session before it
+  /// reports the closing batch, whose line must come first.
   static func start(
     configuration: BrowserDropServer.Configuration, reporter: any Reporter,
     handover: ListenerHandover? = nil, held: Bool = false
@@ -43,13 +43,12 @@ final class LiveSession: Sendable {
         try await server.start()
       }
     let activity = SessionActivity()
-    let (reported, reporting) = AsyncStream<Void>.makeStream()
-    if !held { reporting.finish() }
+    let heldReporter = held ? HeldReporter(reporter) : nil
+    let reporter = heldReporter ?? reporter
     // On the server's event loop: an event is reported in the same turn as the upload that
     // caused it, with no thread woken for it. Reporters only format and queue their text
     // (`StandardOutput`), so nothing here blocks the loop.
     let pumps = Task(executorPreference: server.connectionExecutor) {
-      for await _ in reported {}
       await withTaskGroup(of: Void.self) { group in
         group.addTask {
           for await event in server.events {
@@ -88,19 +87,19 @@ final class LiveSession: Sendable {
     }
     return LiveSession(
       server: server, addresses: addresses, activity: activity, pumps: pumps,
-      reporting: reporting)
+      held: heldReporter)
   }
 
-  /// Lets a session started `held` report its events, the ones kept meanwhile first.
+  /// Lets a session started `held` report, what it kept first.
   func report() {
-    reporting.finish()
+    held?.release()
   }
 
   /// Ends the session (uploads in flight are dropped) and returns its folder, or `nil` when
   /// nothing arrived. Every event has been reported when it returns.
   func finish() async throws -> URL? {
-    let folder = try await server.finish()
     report()
+    let folder = try await server.finish()
     await pumps.value
     return folder
   }
@@ -109,8 +108,8 @@ final class LiveSession: Sendable {
   /// (`BrowserDropServer.finishHandingOverListener`): uploads admitted already end here, and
   /// connections not yet answered wait for the next session rather than being cut.
   func finishHandingOverListener() async throws -> (folder: URL?, handover: ListenerHandover?) {
-    let finished = try await server.finishHandingOverListener()
     report()
+    let finished = try await server.finishHandingOverListener()
     await pumps.value
     return finished
   }
