@@ -95,9 +95,9 @@ struct KioskSwitchTests {
         try Data(contentsOf: dest.appending(path: path)) == Data(contentsOf: source), "\(path)")
     }
     #expect(KioskTests.journal(folder).isEmpty)
-    // Each upload is reported between the line that closed the batch before its own and its
-    // own batch's line, the handed-over ones too: the next session's events wait for the
-    // closing batch's line.
+    // Each upload is reported (started and finished) between the line that closed the batch
+    // before its own and its own batch's line, the handed-over ones too: the next session's
+    // lines wait for the closing batch's line.
     let batchOf = Self.batchReportedIn(events)
     for path in delivered {
       let parts = path.split(separator: "/").map(String.init)
@@ -107,16 +107,21 @@ struct KioskSwitchTests {
     }
   }
 
-  /// The batch whose `batchClosed` line is the first after each upload's `uploadFinished`, by
-  /// the upload's path.
+  /// The batch whose `batchClosed` line is the first after each upload's `uploadStarted` and
+  /// `uploadFinished` lines, by the upload's path; "split" when the two lines are reported with
+  /// different batches.
   static func batchReportedIn(_ events: [JSONObject]) -> [String: String] {
     var batchOf: [String: String] = [:]
     var open: [String] = []
     for event in events {
-      if event.event == "uploadFinished", let path = event.string("path") {
+      if event.event == "uploadStarted" || event.event == "uploadFinished",
+        let path = event.string("path")
+      {
         open.append(path)
       } else if event.event == "batchClosed", let batch = event.string("batch") {
-        for path in open { batchOf[path] = batch }
+        for path in open {
+          batchOf[path] = batchOf[path].map { $0 == batch ? $0 : "split" } ?? batch
+        }
         open = []
       }
     }

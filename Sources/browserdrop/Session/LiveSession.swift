@@ -44,7 +44,8 @@ final class LiveSession: Sendable {
       }
     let activity = SessionActivity()
     let heldReporter = held ? HeldReporter(reporter) : nil
-    let reporter = heldReporter ?? reporter
+    // Everything the session reports goes through the held reporter when there is one.
+    let sessionReporter = heldReporter ?? reporter
     // On the server's event loop: an event is reported in the same turn as the upload that
     // caused it, with no thread woken for it. Reporters only format and queue their text
     // (`StandardOutput`), so nothing here blocks the loop.
@@ -57,30 +58,30 @@ final class LiveSession: Sendable {
               configuration.resumableUploads?.scope == .stagingRoot
             {
               // Not lost: kept in the staging root for the next session.
-              reporter.report(.carriedOver(upload, keptBytes: pausedBytes))
+              sessionReporter.report(.carriedOver(upload, keptBytes: pausedBytes))
               continue
             }
-            reporter.report(.server(event))
+            sessionReporter.report(.server(event))
             if case .interrupted = event {
-              Task { await resume(server, reporter: reporter) }
+              Task { await resume(server, reporter: sessionReporter) }
             }
           }
         }
         group.addTask {
           for await pause in server.pauses {
             activity.note(pause)
-            reporter.report(.pause(pause))
+            sessionReporter.report(.pause(pause))
           }
         }
         group.addTask {
           for await change in server.localNameChanges {
-            reporter.report(.localName(change))
+            sessionReporter.report(.localName(change))
           }
         }
         group.addTask {
           for await list in server.progress {
             activity.note(list)
-            reporter.report(.progress(list))
+            sessionReporter.report(.progress(list))
           }
         }
       }
