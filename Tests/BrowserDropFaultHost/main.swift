@@ -56,11 +56,12 @@ func statusLine(port: Int) async -> String {
 }
 
 /// `GET /config.json` over `fd`, already connected, on a thread of its own: the status line, or
-/// why there is none (10 s without an answer: "no answer").
+/// why there is none (10 s without an answer: "no answer"). The thread has ended when it
+/// returns: a CI run once saw the process report a crash as it exited (exit status 0, a
+/// `swift-backtrace` line on its output) while this thread was still being shut down.
 func statusLine(over fd: Int32) async -> String {
   let client = BlockingPool.serial(name: "bd-fault-client")
-  defer { Task { await client.shutdown() } }
-  return await client.run { () -> String in
+  let line = await client.run { () -> String in
     var timeout = timeval(tv_sec: 10, tv_usec: 0)
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     let request = Array("GET /config.json HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
@@ -75,6 +76,8 @@ func statusLine(over fd: Int32) async -> String {
     let line = reply.split(separator: UInt8(ascii: "\r")).first ?? []
     return String(decoding: line, as: UTF8.self)
   }
+  await client.shutdown()
+  return line
 }
 
 /// Every descriptor number this process may still open, taken (on `/dev/null`).

@@ -112,6 +112,14 @@ struct KioskCommand {
       let folder: URL?
       // The connections the next session found waiting on the handed-over socket.
       var handedOver = 0
+      // Why the next session could not start: said after the closing batch's line, as the
+      // next session's own lines are.
+      var startFailure: (any Error)?
+      defer {
+        if let startFailure {
+          reporter.report(.notice("Can't start the next session yet: \(startFailure)"))
+        }
+      }
       do {
         if stopRequested.isSet {
           folder = try await session.finish()
@@ -121,8 +129,12 @@ struct KioskCommand {
           // A stop that came during the finish's grace: no next session, and the connections
           // waiting on the socket are closed with it (dropping the handover), as at any stop.
           if let handover = finished.handover, !stopRequested.isSet {
-            next = await Self.startNext(
+            switch await Self.startNext(
               on: handover, options: options, port: port, reporter: reporter)
+            {
+            case .success(let started): next = started
+            case .failure(let error): startFailure = error
+            }
             handedOver = handover.connectionsTakenOver ?? 0
           }
         }
@@ -156,20 +168,21 @@ struct KioskCommand {
     return 0
   }
 
-  /// Starts the next session on the listening socket the closing one handed over; `nil` when
-  /// it fails (reported), the handover then dropped, which closes the socket and the connections
-  /// waiting on it: clients are refused and the page tries again, rather than waiting on a
-  /// socket nobody serves while the loop opens a fresh one every two seconds.
+  /// Starts the next session on the listening socket the closing one handed over, its reports
+  /// held until the closing batch's line is out. When it fails, the caller drops the handover,
+  /// which closes the socket and the connections waiting on it: clients are refused and the
+  /// page tries again, rather than waiting on a socket nobody serves while the loop opens a
+  /// fresh one every two seconds.
   private static func startNext(
     on handover: ListenerHandover, options: CommandOptions, port: Int, reporter: any Reporter
-  ) async -> LiveSession? {
+  ) async -> Result<LiveSession, any Error> {
     do {
-      return try await LiveSession.start(
-        configuration: options.serverConfiguration(port: port), reporter: reporter,
-        handover: handover, held: true)
+      return .success(
+        try await LiveSession.start(
+          configuration: options.serverConfiguration(port: port), reporter: reporter,
+          handover: handover, held: true))
     } catch {
-      reporter.report(.notice("Can't start the next session yet: \(error)"))
-      return nil
+      return .failure(error)
     }
   }
 
