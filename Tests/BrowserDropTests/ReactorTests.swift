@@ -101,13 +101,15 @@ struct ReactorTests {
     let rounds = 2000
     // Another thread writes a byte whenever the reader has taken the last one, so each byte
     // races the reader's next wait: its edge reaches a waiter or is kept for the wait to come.
-    // It gives up should the reader stop taking them (a failed wait), so it always ends.
+    // It gives up should the reader stop taking them for a minute (a failed wait), so it
+    // always ends; not sooner: the reader's task can wait 10 s and more for a thread of the
+    // cooperative pool in a full parallel run (a CI run saw a 10 s limit end the writer early).
     let taken = DispatchSemaphore(value: 0)
     async let writer: Void = Self.onThreadOfItsOwn {
       for _ in 0..<rounds {
         var byte: UInt8 = 7
         _ = Glibc.write(pair.far, &byte, 1)
-        guard taken.wait(timeout: .now() + .seconds(10)) == .success else { return }
+        guard taken.wait(timeout: .now() + .seconds(60)) == .success else { return }
       }
     }
     var received = 0
