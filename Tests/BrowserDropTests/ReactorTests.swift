@@ -48,16 +48,18 @@ struct ReactorTests {
 
   init() throws { try Reactor.shared.start() }
 
-  /// Runs `peer` on a thread of its own and returns once it has ended. The peer's calls block,
-  /// and neither a task nor `DispatchQueue.global()` would do: both run on the threads of the
-  /// cooperative pool here, where the rest of the suite's work can hold them past a deadline.
-  private static func onThreadOfItsOwn(_ peer: @escaping @Sendable () -> Void) async throws {
+  /// Starts `peer` on a thread of its own at once (not from a child task, which could wait for
+  /// a thread of the cooperative pool longer than the test's deadlines); the returned stream
+  /// ends when the peer has. The peer's calls block, and neither a task nor
+  /// `DispatchQueue.global()` would do: both run on the cooperative pool's threads here.
+  private static func startPeer(_ peer: @escaping @Sendable () -> Void) throws -> AsyncStream<Void>
+  {
     let (ended, ending) = AsyncStream<Void>.makeStream()
     try SystemThread.start(name: "test peer") {
       peer()
       ending.finish()
     }
-    for await _ in ended {}
+    return ended
   }
 
   private static func soon() -> Deadline { .instant(.now + .seconds(10)) }
@@ -102,10 +104,9 @@ struct ReactorTests {
     // Another thread writes a byte whenever the reader has taken the last one, so each byte
     // races the reader's next wait: its edge reaches a waiter or is kept for the wait to come.
     // It gives up should the reader stop taking them for a minute (a failed wait), so it
-    // always ends; not sooner: the reader's task can wait 10 s and more for a thread of the
-    // cooperative pool in a full parallel run (a CI run saw a 10 s limit end the writer early).
+    // always ends.
     let taken = DispatchSemaphore(value: 0)
-    async let writer: Void = Self.onThreadOfItsOwn {
+    let writer = try Self.startPeer {
       for _ in 0..<rounds {
         var byte: UInt8 = 7
         _ = Glibc.write(pair.far, &byte, 1)
@@ -122,7 +123,7 @@ struct ReactorTests {
           for: .readable, on: pair.near.fd, deadline: .instant(.now + .seconds(5)))
       }
     }
-    try await writer
+    for await _ in writer {}
     #expect(received == rounds)
   }
 
@@ -139,7 +140,7 @@ struct ReactorTests {
     let total = filled
     // The peer drains on a thread of its own until it has everything, the socket fails or
     // 10 s pass; it holds `pair`, so the descriptor outlives it.
-    async let drainer: Void = Self.onThreadOfItsOwn {
+    let drainer = try Self.startPeer {
       var buffer = [UInt8](repeating: 0, count: 65536)
       var drained = 0
       let giveUp = ContinuousClock.now + .seconds(10)
@@ -158,14 +159,14 @@ struct ReactorTests {
     try await Reactor.shared.wait(for: .writable, on: pair.near.fd, deadline: Self.soon())
     let sent = chunk.withUnsafeBytes { send(pair.near.fd, $0.baseAddress, 1, 0) }
     #expect(sent == 1)
-    try await drainer
+    for await _ in drainer {}
   }
 
   @Test func aPeerThatClosesEndsAReadersWait() async throws {
     let pair = try Pair()
-    async let peer: Void = Self.onThreadOfItsOwn { _ = shutdown(pair.far, Int32(SHUT_WR)) }
+    let peer = try Self.startPeer { _ = shutdown(pair.far, Int32(SHUT_WR)) }
     try await Reactor.shared.wait(for: .readable, on: pair.near.fd, deadline: Self.soon())
-    try await peer
+    for await _ in peer {}
     var byte: UInt8 = 0
     #expect(Glibc.read(pair.near.fd, &byte, 1) == 0)
   }
