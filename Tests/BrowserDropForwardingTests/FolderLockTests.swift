@@ -33,7 +33,10 @@ struct FolderLockTests {
       }
     }
     defer { first.cancel() }
-    try await within(.seconds(30)) {
+    // Generous: SMB work of the whole test process runs on one thread (`DedicatedThread.smb`),
+    // where this delivery can queue behind other suites' transfers of hundreds of MiB (two CI
+    // runs saw 30 s pass).
+    try await within(.seconds(120)) {
       for await _ in reached { return }
     }
     await #expect(throws: ForwardFailure(kind: .folderBusy, place: .source, item: batch.path)) {
@@ -41,7 +44,7 @@ struct FolderLockTests {
     }
     trying.yield()
     trying.finish()
-    let report = try await within(.seconds(30)) { try await first.value }
+    let report = try await within(.seconds(120)) { try await first.value }
     #expect(report.files.map(\.destination).sorted() == ["a.txt", "b.txt"])
     let found = try contents(of: folder)
     #expect(found == files, "\(found.keys.sorted())")
