@@ -96,10 +96,12 @@ struct KioskSMBTests {
     let folder = try TemporaryFolder()
     let subfolder = "kiosk-\(UUID().uuidString.prefix(8))"
     let destination = "smb://dropper@127.0.0.1:\(server.port)/private/\(subfolder)"
+    // Both uploads must land in one batch: a quiet period the test client, starved of the
+    // shared pool in a full parallel run, can't outlast between them (0.3 s once split them).
     let start = { (password: String) in
       try CommandProcess(
         [
-          "--kiosk", "--json", "--port", "0", "--bind", "127.0.0.1", "--quiet-period", "0.3",
+          "--kiosk", "--json", "--port", "0", "--bind", "127.0.0.1", "--quiet-period", "3",
           "--staging", folder.path("staging").path, "--to", destination,
           "--batch-folder", "batch {n}",
         ], environment: ["BROWSERDROP_SMB_PASSWORD": password])
