@@ -108,7 +108,12 @@ struct ClaimTests {
     await #expect(throws: SimulatedCrash.self) {
       _ = try await crashing.forward(folder: source, to: destination)
     }
-    let loaded = try await Manifest.load(folder: source.path, destination: destination.description)
+    // The claim child records the claim a moment after the "kill": up to 10 s for it.
+    var loaded = try await Manifest.load(folder: source.path, destination: destination.description)
+    for _ in 0..<500 where loaded.attempts["x.txt"]?.claimed != true {
+      try await Task.sleep(for: .milliseconds(20))
+      loaded = try await Manifest.load(folder: source.path, destination: destination.description)
+    }
     #expect(loaded.attempts["x.txt"]?.claimed == true, "the child's record was not read")
     let records = try String(contentsOf: manifest, encoding: .utf8)
     #expect(records.contains(#""source":"# + "\n" + #"{"#), "\(records)")
@@ -134,7 +139,13 @@ struct ClaimTests {
       _ = try await crashing.forward(folder: source, to: destination)
     }
     let shared = server.directory("guest/\(name)")
-    let crashed = try destinationContents(of: shared)
+    // The claim child goes on after the "kill" (as after a real one): it records the claim and
+    // writes its token a moment later. Up to 10 s for it.
+    var crashed = try destinationContents(of: shared)
+    for _ in 0..<500 where crashed["x.txt"] != aClaim {
+      try await Task.sleep(for: .milliseconds(20))
+      crashed = try destinationContents(of: shared)
+    }
     #expect(crashed["x.txt"] == aClaim, "no claim: \(crashed)")
 
     let after = ["x.txt": Data("after, and longer".utf8)]

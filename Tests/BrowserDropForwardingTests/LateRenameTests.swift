@@ -21,7 +21,10 @@ struct LateRenameTests {
 
     init(_ destination: SMBDestination) async throws {
       context = try await DedicatedThread.smb.run { () throws -> SMBContext in
-        try SMBContext(for: destination)
+        // libsmbclient is opened by the first delivery to SMB; a test that connects before
+        // any delivery of the process (a filtered run) opens it here.
+        if let reason = SMBLibrary.load() { throw TestSMBLoadFailure(reason: reason) }
+        return try SMBContext(for: destination)
       }
       root = destination.path
     }
@@ -98,6 +101,8 @@ struct LateRenameTests {
       await DedicatedThread.smb.run { [context] in context.free() }
     }
   }
+
+  struct TestSMBLoadFailure: Error { let reason: String }
 
   final class Outcome: @unchecked Sendable {
     private let lock = NSLock()
