@@ -47,6 +47,37 @@ struct HeldReporterTests {
     #expect(recorder.recorded == ["progress 0", "a", "progress 0"])
   }
 
+  /// Passes each report to `then` after recording it: a reporter that reports again, or
+  /// releases again, from inside a report.
+  final class Reentrant: Reporter {
+    let recorder = Recorder()
+    let then = Mutex<(@Sendable (Report) -> Void)?>(nil)
+
+    func report(_ report: Report) {
+      recorder.report(report)
+      let then = self.then.withLock { $0 }
+      then?(report)
+    }
+  }
+
+  /// A second release while the first is still passing reports on (here from inside a report)
+  /// returns at once: a report made meanwhile still goes after the ones kept before it.
+  @Test func aSecondReleaseDuringTheFirstKeepsTheOrder() {
+    let reentrant = Reentrant()
+    let held = HeldReporter(reentrant)
+    reentrant.then.withLock {
+      $0 = { report in
+        guard case .notice("a") = report else { return }
+        held.report(.notice("x"))
+        held.release()
+      }
+    }
+    held.report(.notice("a"))
+    held.report(.notice("b"))
+    held.release()
+    #expect(reentrant.recorder.recorded == ["a", "b", "x"])
+  }
+
   /// Several threads report numbered sequences while the release runs: every report arrives
   /// once, each thread's in its order.
   @Test func reportsMadeDuringTheReleaseAreNeitherLostNorReordered() async throws {

@@ -175,17 +175,11 @@ struct ReplacedClaimTests {
 
   /// Without the replacement, the same kill: the claim holds the token and goes.
   @Test func aKillAfterTheClaimsRecordLeavesNothingBehind() async throws {
-    let scratch = try Scratch()
-    defer { scratch.remove() }
-    let (destination, folder) = try CrashResumeTests.destination(.smb, scratch)
-    let mine = Data("mine, after the kill".utf8)
-    let batch = try scratch.folder("batch", ["x.txt": mine])
-    await #expect(throws: SimulatedCrash.self) {
-      _ = try await Forwarder.stopping(at: .claimRecorded).forward(
-        folder: batch, to: destination)
-    }
-    let report = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
-    #expect(try contents(of: folder) == ["x.txt": mine])
+    let run = try await LateRenameTests.EndedForward(
+      "mine, after the kill", endedAt: .claimRecorded)
+    defer { run.scratch.remove() }
+    let report = try await run.resume()
+    #expect(try contents(of: run.folder) == ["x.txt": run.mine])
     #expect(report.files.map(\.destination) == ["x.txt"])
     #expect(report.possibleLeftovers.isEmpty)
   }

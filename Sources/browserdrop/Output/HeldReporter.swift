@@ -7,19 +7,25 @@ import Synchronization
 /// session runs, keeps count and answers at once, and only its lines wait, so that nothing
 /// of the next batch is printed before the closing batch's own line.
 final class HeldReporter: Reporter {
-  private enum State {
-    /// Reports kept until ``HeldReporter/release()``.
-    case holding([Report])
-    /// ``HeldReporter/release()`` is passing kept reports on; these came meanwhile, and go
-    /// after them.
-    case draining([Report])
+  private enum Phase {
+    /// Reports are kept until ``HeldReporter/release()``.
+    case holding
+    /// ``HeldReporter/release()`` is passing the kept reports on; reports that come meanwhile
+    /// are kept and go after them.
+    case draining
     /// Reports go straight on.
     case released
   }
 
+  private struct State {
+    var phase = Phase.holding
+    /// Reports not passed on yet, in the order they came.
+    var kept: [Report] = []
+  }
+
   /// The reporter the reports go to.
   private let reporter: any Reporter
-  private let state = Mutex(State.holding([]))
+  private let state = Mutex(State())
 
   /// Keeps reports for `reporter` until ``release()``.
   init(_ reporter: any Reporter) {
@@ -30,15 +36,11 @@ final class HeldReporter: Reporter {
   /// only the latest of a run is kept.
   func report(_ report: Report) {
     let passOn = state.withLock { state -> Bool in
-      switch state {
-      case .holding(var kept):
-        Self.keep(report, in: &kept)
-        state = .holding(kept)
-      case .draining(var kept):
-        Self.keep(report, in: &kept)
-        state = .draining(kept)
-      case .released:
-        return true
+      guard state.phase != .released else { return true }
+      if case .progress = report, case .progress = state.kept.last {
+        state.kept[state.kept.count - 1] = report
+      } else {
+        state.kept.append(report)
       }
       return false
     }
@@ -50,36 +52,29 @@ final class HeldReporter: Reporter {
     reporter.setHint(hint)
   }
 
-  /// Passes the kept reports on, then every later one at once; calling it again does nothing.
-  /// The reports go on outside the lock (a reporter may do more than queue text: the
-  /// operations display counts and notifies systemd), so the event loop, which reports from
-  /// the session's readers, never waits for them; a report made meanwhile is kept and goes
-  /// after them.
+  /// Passes the kept reports on, then every later one at once; calling it again, even while
+  /// the first call is still passing reports on, does nothing. The reports go on outside the
+  /// lock (a reporter may do more than queue text: the operations display counts and notifies
+  /// systemd), so the event loop, which reports from the session's readers, never waits for
+  /// them; a report made meanwhile is kept and goes after them.
   func release() {
+    let drains = state.withLock { state -> Bool in
+      guard state.phase == .holding else { return false }
+      state.phase = .draining
+      return true
+    }
+    guard drains else { return }
     while true {
       let batch = state.withLock { state -> [Report]? in
-        switch state {
-        case .holding(let kept), .draining(let kept):
-          if kept.isEmpty {
-            state = .released
-            return nil
-          }
-          state = .draining([])
-          return kept
-        case .released:
+        guard !state.kept.isEmpty else {
+          state.phase = .released
           return nil
         }
+        defer { state.kept = [] }
+        return state.kept
       }
       guard let batch else { return }
       for report in batch { reporter.report(report) }
-    }
-  }
-
-  private static func keep(_ report: Report, in kept: inout [Report]) {
-    if case .progress = report, case .progress = kept.last {
-      kept[kept.count - 1] = report
-    } else {
-      kept.append(report)
     }
   }
 }
