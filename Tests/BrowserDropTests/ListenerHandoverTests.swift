@@ -184,7 +184,22 @@ struct ListenerHandoverTests {
     var handover = try await first.server.finishHandingOverListener().handover
     #expect(handover != nil)
     handover = nil
-    await #expect(throws: (any Error).self) { _ = try await first.client() }
+    // A process another suite starts at this moment holds a copy of every descriptor from its
+    // fork to its exec (where close-on-exec closes it), and the kernel still queues a connection
+    // meanwhile: a connection taken is tried again, for a few seconds, before the socket is
+    // called open. (Once seen in a full parallel run, never alone.)
+    var refused = false
+    let deadline = ContinuousClock.now + .seconds(10)
+    while !refused && ContinuousClock.now < deadline {
+      do {
+        _ = try await first.client()
+      } catch {
+        refused = true
+        break
+      }
+      try await Task.sleep(for: .milliseconds(20))
+    }
+    #expect(refused, "the port still took connections 10 s after the handover was dropped")
   }
 
   @Test func aSuspendedSessionHandsNothingOver() async throws {
