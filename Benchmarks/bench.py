@@ -97,6 +97,24 @@ def sha256(path, limit=None):
     return digest.hexdigest()
 
 
+def build_client(source, path):
+    """Compiles Benchmarks/SOURCE (a load client: loadclient.c, variedclient.c) to PATH; returns
+    PATH."""
+    subprocess.run(["cc", "-O2", "-pthread", "-o", path, os.path.join(ROOT, "Benchmarks", source)],
+                   check=True)
+    return path
+
+
+def curl_upload(port, path):
+    """POSTs the file PATH as w1.bin to the server on 127.0.0.1:PORT with curl (bounded: 600 s);
+    curl's CompletedProcess, whose stdout is the reply's HTTP status."""
+    url = "http://127.0.0.1:%d/upload?path=w1.bin" % port
+    return subprocess.run(
+        ["curl", "-sS", "--max-time", "600", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
+         "-H", "Origin: http://127.0.0.1:%d" % port, "-T", path, url],
+        capture_output=True, text=True, timeout=660)
+
+
 def process_cpu(pid):
     """utime + stime of the process and its reaped children, in seconds."""
     fields = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
@@ -155,11 +173,7 @@ def measure(binary, workload, durability, sniffing, data, loadclient, staging):
         cpu_before = process_cpu(server.process.pid)
         started = time.monotonic()
         if workload == "W1":
-            url = "http://127.0.0.1:%d/upload?path=w1.bin" % server.port
-            result = subprocess.run(
-                ["curl", "-sS", "--max-time", "600", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
-                 "-H", "Origin: http://127.0.0.1:%d" % server.port, "-T", data["W1"], url],
-                capture_output=True, text=True, timeout=660)
+            result = curl_upload(server.port, data["W1"])
             ok = result.stdout.strip() == "201"
             count, size = 1, CFG["W1_MB"] * MiB
         else:
@@ -236,10 +250,8 @@ def main():
     if unknown:
         sys.exit("bench.py: WORKLOADS: unknown workload %s (choose from W1, W2, W3)" % ", ".join(unknown))
     binary = os.environ.get("BROWSERDROP", os.path.join(ROOT, ".build/release/browserdrop"))
-    loadclient = os.path.join(CFG["SCRATCH"], "loadclient")
     os.makedirs(CFG["SCRATCH"], exist_ok=True)
-    subprocess.run(["cc", "-O2", "-pthread", "-o", loadclient, os.path.join(ROOT, "Benchmarks/loadclient.c")],
-                   check=True)
+    loadclient = build_client("loadclient.c", os.path.join(CFG["SCRATCH"], "loadclient"))
     data = {"W1": os.path.join(CFG["SCRATCH"], "w1-%d.bin" % CFG["W1_MB"]),
             "W3": os.path.join(CFG["SCRATCH"], "w3-%d.bin" % CFG["W3_MB"])}
     make_file(data["W1"], CFG["W1_MB"] * MiB)

@@ -11,50 +11,35 @@ vary several-fold between runs on these shared machines, and that noise hides an
 per cent in the server's own work. Reports the median user and system CPU per file of each
 binary and variant, and their ratio. Only 127.0.0.1 is contacted; every run is bounded.
 """
-import os, shutil, statistics, subprocess, sys, tempfile
+import os, statistics, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import bench  # noqa: E402  (its Server: one browserdrop on 127.0.0.1, waited for, killed by PID)
+import bench  # noqa: E402  (build_client)
+import benchlib  # noqa: E402  (the server on a fresh staging folder, the load, CPU from /proc)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COUNT = int(os.environ.get("COUNT", 2000))
 KB = int(os.environ.get("KB", 16))
 PAR = int(os.environ.get("PAR", 3))
 ROUNDS = int(os.environ.get("ROUNDS", 5))
 TMPFS = os.environ.get("TMPFS", "/dev/shm")
 VARIANTS = [("on", "on"), ("off", "on"), ("on", "off"), ("off", "off")]
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu(pid):
-    fields = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
-    return int(fields[11]) / TICKS, int(fields[12]) / TICKS
 
 
 def run(binary, durability, sniffing, loadclient):
-    staging = tempfile.mkdtemp(prefix="bd-cpu-ab-", dir=TMPFS)
-    server = bench.Server(binary, staging, durability == "on", sniffing == "on")
-    try:
-        user0, system0 = cpu(server.process.pid)
-        result = subprocess.run(
-            [loadclient, str(server.port), str(COUNT), str(KB * 1024), str(PAR), "f"],
-            capture_output=True, text=True, timeout=300)
-        user1, system1 = cpu(server.process.pid)
-        if '"ok": %d,' % COUNT not in result.stdout:
-            raise RuntimeError("load failed: %s %s" % (result.stdout, result.stderr))
+    with benchlib.server(binary, TMPFS, "bd-cpu-ab-", durability == "on", sniffing == "on") as server:
+        user0, system0 = benchlib.cpu(server.process.pid)
+        result = benchlib.load([loadclient, str(server.port), str(COUNT), str(KB * 1024), str(PAR), "f"])
+        user1, system1 = benchlib.cpu(server.process.pid)
+        benchlib.check(result, COUNT)
         return (user1 - user0) / COUNT * 1e6, (system1 - system0) / COUNT * 1e6
-    finally:
-        server.stop()
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
     binaries = {"old": sys.argv[1], "new": sys.argv[2]}
-    loadclient = os.path.join(tempfile.gettempdir(), "bd-cpu-ab-loadclient")
-    subprocess.run(["cc", "-O2", "-pthread", "-o", loadclient,
-                    os.path.join(ROOT, "Benchmarks/loadclient.c")], check=True)
+    loadclient = bench.build_client("loadclient.c",
+                                    os.path.join(tempfile.gettempdir(), "bd-cpu-ab-loadclient"))
     samples = {}
     for round_ in range(ROUNDS):
         for variant in VARIANTS:

@@ -10,10 +10,11 @@ libmagic walks its whole database for; a known format stops libmagic's walk at i
 its sniff costs what it costs differently. Reports the median user + system CPU per upload and
 the new/old ratio. Only 127.0.0.1 is contacted; every run is bounded.
 """
-import os, shutil, statistics, subprocess, sys, tempfile
+import os, statistics, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import bench  # noqa: E402  (its Server: one browserdrop on 127.0.0.1, waited for, killed by PID)
+import bench  # noqa: E402  (build_client)
+import benchlib  # noqa: E402  (the server on a fresh staging folder, the load, CPU from /proc)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COUNT = int(os.environ.get("COUNT", 2000))
@@ -22,29 +23,16 @@ ROUNDS = int(os.environ.get("ROUNDS", 3))
 TMPFS = os.environ.get("TMPFS", "/dev/shm")
 CORPUS = os.path.join(ROOT, "Tests/Fixtures/corpus")
 FILES = ["edit-copy.png", "frame.gif", "clip.mp4", "notes.zip", "spec-start.pdf", "tone.flac"]
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu(pid):
-    fields = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
 
 
 def run(binary, path, loadclient):
-    staging = tempfile.mkdtemp(prefix="bd-format-cpu-", dir=TMPFS)
-    server = bench.Server(binary, staging, False, True)
-    try:
-        before = cpu(server.process.pid)
-        result = subprocess.run(
-            [loadclient, str(server.port), str(COUNT), str(os.path.getsize(path)), str(PAR), "f", path],
-            capture_output=True, text=True, timeout=300)
-        after = cpu(server.process.pid)
-        if '"ok": %d,' % COUNT not in result.stdout:
-            raise RuntimeError("load failed: %s %s" % (result.stdout, result.stderr))
+    with benchlib.server(binary, TMPFS, "bd-format-cpu-", False, True) as server:
+        before = benchlib.cpu_total(server.process.pid)
+        result = benchlib.load(
+            [loadclient, str(server.port), str(COUNT), str(os.path.getsize(path)), str(PAR), "f", path])
+        after = benchlib.cpu_total(server.process.pid)
+        benchlib.check(result, COUNT)
         return (after - before) / COUNT * 1e6
-    finally:
-        server.stop()
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 def main():
@@ -52,9 +40,8 @@ def main():
         sys.exit(__doc__)
     binaries = {"old": sys.argv[1], "new": sys.argv[2]}
     files = sys.argv[3:] or [os.path.join(CORPUS, name) for name in FILES]
-    loadclient = os.path.join(tempfile.gettempdir(), "bd-format-cpu-loadclient")
-    subprocess.run(["cc", "-O2", "-pthread", "-o", loadclient,
-                    os.path.join(ROOT, "Benchmarks/loadclient.c")], check=True)
+    loadclient = bench.build_client(
+        "loadclient.c", os.path.join(tempfile.gettempdir(), "bd-format-cpu-loadclient"))
     samples = {}
     for round_ in range(ROUNDS):
         for path in files:

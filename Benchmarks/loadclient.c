@@ -19,21 +19,17 @@
  * with group commit (a flush covers every link made before it started; one at a time).
  */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/sendfile.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "loadcommon.h" /* now, send_all, connect_local, upload_head, read_status */
 
 static int port, count, parallel, source_fd = -1, local_sync, local_ordered, local_dir_fd = -1;
 static const char *local_dir;
@@ -42,24 +38,6 @@ static const char *prefix;
 static unsigned char *memory_body;
 static atomic_int next_upload, ok_count, error_count;
 static double *latencies, started, deadline;
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec / 1e9;
-}
-
-static int send_all(int fd, const void *data, size_t length) {
-  const char *p = data;
-  while (length > 0) {
-    ssize_t n = send(fd, p, length, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return -1;
-    p += n;
-    length -= (size_t)n;
-  }
-  return 0;
-}
 
 /* Group commit of the folder flush: a request joins the next flush not yet started. */
 static pthread_mutex_t flush_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -123,43 +101,22 @@ static int write_local(int n) {
 
 static int upload(int n) {
   if (local_dir) return write_local(n);
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  int fd = connect_local(port);
   if (fd < 0) return -1;
-  struct timeval timeout = {30, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
-  struct sockaddr_in address = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-  inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
-  int status = -1;
-  if (connect(fd, (struct sockaddr *)&address, sizeof address) == 0) {
-    char head[512];
-    int length = snprintf(head, sizeof head,
-                          "POST /upload?path=%s%05d.bin HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
-                          "Origin: http://127.0.0.1:%d\r\nContent-Type: application/octet-stream\r\n"
-                          "Content-Length: %lld\r\nConnection: close\r\n\r\n",
-                          prefix, n, port, port, size);
-    int sent = send_all(fd, head, (size_t)length);
-    if (sent == 0 && source_fd >= 0) {
-      off_t offset = 0;
-      while (offset < size) {
-        ssize_t moved = sendfile(fd, source_fd, &offset, (size_t)(size - offset));
-        if (moved < 0 && errno == EINTR) continue;
-        if (moved <= 0) { sent = -1; break; }
-      }
-    } else if (sent == 0) {
-      sent = send_all(fd, memory_body, (size_t)size);
+  char head[512];
+  int length = upload_head(head, sizeof head, prefix, n, port, size);
+  int sent = send_all(fd, head, (size_t)length);
+  if (sent == 0 && source_fd >= 0) {
+    off_t offset = 0;
+    while (offset < size) {
+      ssize_t moved = sendfile(fd, source_fd, &offset, (size_t)(size - offset));
+      if (moved < 0 && errno == EINTR) continue;
+      if (moved <= 0) { sent = -1; break; }
     }
-    if (sent == 0) {
-      char reply[1024];
-      ssize_t got = 0, n2;
-      while ((n2 = recv(fd, reply + got, sizeof reply - 1 - (size_t)got, 0)) > 0) {
-        got += n2;
-        if (got >= (ssize_t)sizeof reply - 1) break;
-      }
-      reply[got > 0 ? got : 0] = 0;
-      if (got > 12 && strncmp(reply, "HTTP/1.1 ", 9) == 0) status = atoi(reply + 9);
-    }
+  } else if (sent == 0) {
+    sent = send_all(fd, memory_body, (size_t)size);
   }
+  int status = sent == 0 ? read_status(fd) : -1;
   close(fd);
   return status;
 }

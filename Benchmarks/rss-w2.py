@@ -17,12 +17,12 @@ curl) and W3 (32 uploads of 32 MiB at once, Benchmarks/loadclient.c), then reset
 (`echo 5 > /proc/PID/clear_refs`, as the harness does before each measurement) and runs W2.
 Only 127.0.0.1 is contacted; every server is started here and stopped by its PID.
 """
-import os, shutil, statistics, subprocess, sys, tempfile, threading, time
+import os, statistics, subprocess, sys, tempfile, threading, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import bench  # noqa: E402  (its Server: one browserdrop on 127.0.0.1, waited for, killed by PID)
+import bench  # noqa: E402  (build_client, make_file, MiB, curl_upload)
+import benchlib  # noqa: E402  (the server on a fresh staging folder, the load, CPU from /proc)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COUNT = int(os.environ.get("COUNT", 2000))
 KB = int(os.environ.get("KB", 16))
 PAR = int(os.environ.get("PAR", 3))
@@ -35,12 +35,6 @@ SAMPLE = os.environ.get("SAMPLE", "1") == "1"
 PRELOAD = os.environ.get("PRELOAD", "0") == "1"
 PRELOAD_W1_MB = int(os.environ.get("PRELOAD_W1_MB", 1024))
 DATA = os.environ.get("DATA", "/tmp/bd-rss-w2-data")
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu(pid):
-    fields = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
 
 
 def status(pid):
@@ -78,11 +72,7 @@ def preload(server, loadclient):
     w3 = os.path.join(DATA, "w3.bin")
     bench.make_file(w1, PRELOAD_W1_MB * bench.MiB)
     bench.make_file(w3, 32 * bench.MiB)
-    url = "http://127.0.0.1:%d/upload?path=w1.bin" % server.port
-    result = subprocess.run(
-        ["curl", "-sS", "--max-time", "600", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
-         "-H", "Origin: http://127.0.0.1:%d" % server.port, "-T", w1, url],
-        capture_output=True, text=True, timeout=660)
+    result = bench.curl_upload(server.port, w1)
     if result.stdout.strip() != "201":
         raise RuntimeError("W1 failed: %s %s" % (result.stdout, result.stderr))
     result = subprocess.run([loadclient, str(server.port), "32", str(32 * bench.MiB), "32", "w3-", w3],
@@ -98,22 +88,20 @@ def preload(server, loadclient):
 
 
 def run(binary, client, round_, loadclient):
-    staging = tempfile.mkdtemp(prefix="bd-rss-w2-", dir=STAGING)
-    server = bench.Server(binary, staging, DURABILITY, SNIFFING)
-    pid = server.process.pid
-    peak = {"rss": 0, "kinds": {}}
-    done = threading.Event()
+    with benchlib.server(binary, STAGING, "bd-rss-w2-", DURABILITY, SNIFFING) as server:
+        pid = server.process.pid
+        peak = {"rss": 0, "kinds": {}}
+        done = threading.Event()
 
-    def sample():
-        while not done.wait(0.05):
-            try:
-                rss = status(pid)["VmRSS"]
-                if rss > peak["rss"]:
-                    peak.update(rss=rss, kinds=mappings(pid))
-            except (OSError, KeyError):
-                return
+        def sample():
+            while not done.wait(0.05):
+                try:
+                    rss = status(pid)["VmRSS"]
+                    if rss > peak["rss"]:
+                        peak.update(rss=rss, kinds=mappings(pid))
+                except (OSError, KeyError):
+                    return
 
-    try:
         time.sleep(0.5)
         if PRELOAD:
             preload(server, loadclient)
@@ -122,34 +110,26 @@ def run(binary, client, round_, loadclient):
         sampler = threading.Thread(target=sample)
         if SAMPLE:
             sampler.start()
-        cpu0 = cpu(pid)
-        result = subprocess.run(
-            [client, str(server.port), str(COUNT), str(KB * 1024), str(PAR), "f", SEED],
-            capture_output=True, text=True, timeout=300)
-        cpu1 = cpu(pid)
+        cpu0 = benchlib.cpu_total(pid)
+        result = benchlib.load([client, str(server.port), str(COUNT), str(KB * 1024), str(PAR), "f", SEED])
+        cpu1 = benchlib.cpu_total(pid)
         done.set()
         if SAMPLE:
             sampler.join()
-        if '"ok": %d,' % COUNT not in result.stdout:
-            raise RuntimeError("load failed: %s %s" % (result.stdout, result.stderr))
+        benchlib.check(result, COUNT)
         end = status(pid)
         return {"start_rss": start["VmRSS"], "hwm": end["VmHWM"], "rss": end["VmRSS"],
                 "anon": end["RssAnon"], "file": end["RssFile"], "cpu_us": (cpu1 - cpu0) / COUNT * 1e6,
                 "kinds": peak["kinds"] or mappings(pid)}
-    finally:
-        server.stop()
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
-    client = os.path.join(tempfile.gettempdir(), "bd-rss-w2-variedclient")
-    subprocess.run(["cc", "-O2", "-pthread", "-o", client,
-                    os.path.join(ROOT, "Benchmarks/variedclient.c")], check=True)
-    loadclient = os.path.join(tempfile.gettempdir(), "bd-rss-w2-loadclient")
-    subprocess.run(["cc", "-O2", "-pthread", "-o", loadclient,
-                    os.path.join(ROOT, "Benchmarks/loadclient.c")], check=True)
+    client = bench.build_client("variedclient.c",
+                                os.path.join(tempfile.gettempdir(), "bd-rss-w2-variedclient"))
+    loadclient = bench.build_client("loadclient.c",
+                                    os.path.join(tempfile.gettempdir(), "bd-rss-w2-loadclient"))
     os.makedirs(DATA, exist_ok=True)
     results = {}
     for round_ in range(ROUNDS):

@@ -21,7 +21,7 @@ import sys
 import json
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import bench  # noqa: E402  (Server, process_cpu, settle)
+import bench  # noqa: E402  (Server, process_cpu, build_client)
 
 ROUNDS = int(os.environ.get("ROUNDS", 5))
 COUNT = int(os.environ.get("COUNT", 1000))
@@ -68,9 +68,7 @@ def main():
     if not binaries:
         sys.exit(__doc__)
     os.makedirs(SCRATCH, exist_ok=True)
-    loadclient = os.path.join(SCRATCH, "loadclient")
-    subprocess.run(["cc", "-O2", "-pthread", "-o", loadclient,
-                    os.path.join(bench.ROOT, "Benchmarks/loadclient.c")], check=True)
+    loadclient = bench.build_client("loadclient.c", os.path.join(SCRATCH, "loadclient"))
     names = {b: b for b in binaries}
     unit = "µs/file"
     steps = [(b, d, s) for b in binaries for d in (True, False) for s in (True, False)]

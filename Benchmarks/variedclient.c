@@ -12,19 +12,15 @@
  *
  * Build: cc -O2 -pthread -o variedclient Benchmarks/variedclient.c
  */
-#include <arpa/inet.h>
-#include <errno.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "loadcommon.h" /* now, send_all, connect_local, upload_head, read_status */
 
 static int port, count, parallel;
 static long long size;
@@ -32,24 +28,6 @@ static const char *prefix;
 static uint64_t seed;
 static atomic_int next_upload, ok_count, error_count;
 static double deadline;
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec / 1e9;
-}
-
-static int send_all(int fd, const void *data, size_t length) {
-  const char *p = data;
-  while (length > 0) {
-    ssize_t n = send(fd, p, length, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return -1;
-    p += n;
-    length -= (size_t)n;
-  }
-  return 0;
-}
 
 /* Upload n's body: xorshift64* from a state that mixes SEED and n. */
 static void fill(unsigned char *body, int n) {
@@ -65,33 +43,14 @@ static void fill(unsigned char *body, int n) {
 }
 
 static int upload(int n, unsigned char *body) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  int fd = connect_local(port);
   if (fd < 0) return -1;
-  struct timeval timeout = {30, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
-  struct sockaddr_in address = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-  inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
+  char head[512];
+  int length = upload_head(head, sizeof head, prefix, n, port, size);
+  fill(body, n);
   int status = -1;
-  if (connect(fd, (struct sockaddr *)&address, sizeof address) == 0) {
-    char head[512];
-    int length = snprintf(head, sizeof head,
-                          "POST /upload?path=%s%05d.bin HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
-                          "Origin: http://127.0.0.1:%d\r\nContent-Type: application/octet-stream\r\n"
-                          "Content-Length: %lld\r\nConnection: close\r\n\r\n",
-                          prefix, n, port, port, size);
-    fill(body, n);
-    if (send_all(fd, head, (size_t)length) == 0 && send_all(fd, body, (size_t)size) == 0) {
-      char reply[1024];
-      ssize_t got = 0, n2;
-      while ((n2 = recv(fd, reply + got, sizeof reply - 1 - (size_t)got, 0)) > 0) {
-        got += n2;
-        if (got >= (ssize_t)sizeof reply - 1) break;
-      }
-      reply[got > 0 ? got : 0] = 0;
-      if (got > 12 && strncmp(reply, "HTTP/1.1 ", 9) == 0) status = atoi(reply + 9);
-    }
-  }
+  if (send_all(fd, head, (size_t)length) == 0 && send_all(fd, body, (size_t)size) == 0)
+    status = read_status(fd);
   close(fd);
   return status;
 }
