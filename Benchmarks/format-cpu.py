@@ -55,8 +55,9 @@ def main():
     for path in files:
         old = statistics.median(samples[(path, "old")])
         new = statistics.median(samples[(path, "new")])
-        print("| %s | %d | %.0f | %.0f | %.2f× |" % (os.path.basename(path), os.path.getsize(path), old, new,
-                                                   new / old))
+        # A small COUNT can measure no CPU tick at all for a file: no ratio then.
+        ratio = "%.2f×" % (new / old) if old > 0 else "n/a (no CPU tick measured; raise COUNT)"
+        print("| %s | %d | %.0f | %.0f | %s |" % (os.path.basename(path), os.path.getsize(path), old, new, ratio))
 
 
 if __name__ == "__main__":
