@@ -110,6 +110,25 @@ struct ResumeStoreTests {
     #expect(names == Set(paused + ["\(renamed).record"]), "debris or forgotten uploads stayed")
   }
 
+  /// A crash on the same boot leaves a record older than its partial file (the last checkpoint,
+  /// here none): the start flushes the file and records its offset durably, so a power cut
+  /// before the next checkpoint sends the client back to that offset, not to the older one.
+  @Test func theOffsetRecoveredAfterACrashIsRecordedForAPowerCut() throws {
+    let folder = try TemporaryFolder()
+    let store = try Self.store(folder.url)
+    let cut = try Self.id(1)
+    try Self.make(store, cut, length: 100, written: 40)
+    #expect(store.recover(expiresAfter: .seconds(3600)).first { $0.0 == cut }?.1.offset == 40)
+    // The power cut: a later start on another boot believes the record alone.
+    let data = try Data(contentsOf: URL(filePath: store.folder + "/\(cut).record"))
+    var record = try JSONDecoder().decode(ResumableStore.Record.self, from: data)
+    #expect(record.offset == 40, "the recovered offset is in the record")
+    record.boot = "another boot"
+    try Self.writeRecord(store, cut, record)
+    #expect(store.recover(expiresAfter: .seconds(3600)).first { $0.0 == cut }?.1.offset == 40)
+    #expect(Self.size(store.partialPath(cut)) == 40)
+  }
+
   /// A cancel removes the records before anything else: what a crash part-way leaves (partial
   /// files without their records) recovers to nothing, never to an upload read as stored.
   @Test func removingTheStoreTakesTheRecordsFirst() throws {

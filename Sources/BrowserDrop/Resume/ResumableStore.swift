@@ -329,7 +329,17 @@ struct ResumableStore: Sendable {
     guard fstat(fd, &info) == 0, record.length > 0 else { return .forget }
     let boot = Self.bootID
     if !boot.isEmpty, record.boot == boot, fdatasync(fd) == 0 {
-      record.offset = Self.pausedOffset(size: Int(info.st_size), length: record.length)
+      let offset = Self.pausedOffset(size: Int(info.st_size), length: record.length)
+      if offset > record.offset {
+        // The bytes are on the disk now: so is the offset, or a power cut before the next
+        // checkpoint would send the client back to the record's older one. A record that
+        // can't be written keeps that older offset, which is still true.
+        var durable = record
+        durable.offset = offset
+        if (try? write(durable, to: recordPath(id), durably: true)) != nil { record = durable }
+      } else {
+        record.offset = offset
+      }
     } else {
       record.offset = Self.pausedOffset(
         size: min(record.offset, Int(info.st_size)), length: record.length)

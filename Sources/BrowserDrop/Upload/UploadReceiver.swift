@@ -21,10 +21,11 @@ struct UploadReceiver {
     expectsContinue: Bool, leftover: UnsafeRawBufferPointer
   ) async -> Result<[UInt8], BodyFailure> {
     do throws(BodyFailure) {
-      if expectsContinue && leftover.isEmpty { try await sendContinue() }
+      let sendsContinue = expectsContinue && leftover.isEmpty
       if let resumable = ticket.resumable {
-        return .success(try await receiveKept(resumable, leftover))
+        return .success(try await receiveKept(resumable, leftover, sendsContinue: sendsContinue))
       }
+      if sendsContinue { try await sendContinue() }
       let partial: PartialFile
       do throws(SystemError) {
         partial = try PartialFile.create(
@@ -50,9 +51,11 @@ struct UploadReceiver {
   /// A resumable upload (all of it or the rest): the partial file lives in the resumable store
   /// under the upload's id, and a cut-off body is made durable and kept there (`keptOffset`)
   /// instead of removed. Another request taking the upload over (`UploadHold.release`) cancels
-  /// the transfer, which then stops like a lost connection.
+  /// the transfer, which then stops like a lost connection. The `100 Continue` (when
+  /// `sendsContinue`) goes once the file is open, so a connection lost before it pauses the
+  /// upload where it stood, like any other cut, rather than ending it.
   private func receiveKept(
-    _ resumable: ResumableTicket, _ leftover: UnsafeRawBufferPointer
+    _ resumable: ResumableTicket, _ leftover: UnsafeRawBufferPointer, sendsContinue: Bool
   ) async throws(BodyFailure) -> [UInt8] {
     let record = resumable.record(path: ticket.path, length: ticket.upload.size)
     let fd: Int32
@@ -72,6 +75,7 @@ struct UploadReceiver {
       close(fd)
     }
     do throws(BodyFailure) {
+      if sendsContinue { try await sendContinue() }
       let inspected = try await streamBody(
         into: fd, leftover: leftover, from: resumable.offset, until: resumable.hold,
         checkpoint: Self.checkpoint(resumable, fd: fd, record: record))
@@ -82,7 +86,9 @@ struct UploadReceiver {
       if let refusal = found.refusal { throw .refusedContent(refusal) }
       if Task.isCancelled { throw .cancelled }
       return try await store(partial, found: found, installed: &installed)
-    } catch  where error.isResumable {
+    } catch  where error.isResumable && ticket.upload.size > 0 {
+      // An empty upload keeps nothing: its offset would equal its length, which `HEAD`
+      // reports as stored.
       let store = resumable.store
       let id = resumable.id
       let keeping = await BlockingPool.shared.run { () -> Result<Int, SystemError> in
