@@ -868,7 +868,14 @@
       if (!code && status === 409) code = 'path_conflict';
       const refusal = REFUSALS[code];
       if (refusal) {
-        forgetId(item); // a refusal is final: the device kept nothing
+        if (refusal.retryable && item.uploadId) {
+          // Refused before its body (no space now, a name in the way): the device may still keep
+          // what arrived earlier, so the retry asks where the upload stands instead of sending
+          // it all again under a new id.
+          item.needsCheck = true;
+        } else {
+          forgetId(item); // a final refusal: the device keeps nothing of it
+        }
         fail(item, refusal.reason, refusal.retryable);
       } else if (status >= 500) {
         serverError(item);

@@ -3,13 +3,15 @@
 from where the device stands (HEAD for the offset, then PATCH with the rest), instead of
 starting again from byte 0."""
 
+import os
 import socket
+import subprocess
 import threading
 import time
 
 import pytest
 
-from conftest import ENGLISH, Paused, assert_same_files, sparse
+from conftest import ENGLISH, Host, Paused, assert_same_files, sparse
 
 SIZE = 48 << 20
 BUFFER = 128 << 10
@@ -256,3 +258,69 @@ def test_a_file_gone_from_the_disk_fails_with_its_own_message(start_host, engine
     assert row["state"] == "failed" and row["reason"] == ENGLISH["unreadable"], row
     assert page.js("return Object.keys(localStorage).filter(k => k.startsWith('browserdrop.upload.'))") == []
     assert not host.of("uploadFinished")
+
+
+def stored_ids(page):
+    return page.js("return Object.keys(localStorage).filter(k => k.startsWith('browserdrop.upload.'))")
+
+
+def test_a_resume_refused_for_space_keeps_its_place(page, tmp_path):
+    """Chromium only (see below): mid-upload the device stalls, and meanwhile its volume fills (a
+    96 MiB tmpfs of the test's own, filled to 16 MiB free): the resume (HEAD, then PATCH) gets
+    507, and the row fails with "not enough space". The device still keeps what arrived, so the
+    page keeps the upload's id: once there is room again, Retry failed asks where the upload
+    stands and sends only the rest, as the same upload (before, the id was forgotten and the
+    retry sent the whole file again).
+
+    Firefox and WebKit read an answer only once they have sent the whole body: the server reads
+    and drops at most 8 MiB (2 s) of a body it refused before closing, so a 507 for a PATCH with
+    more left than that reaches them as a dropped connection, and the page retries (HEAD, then
+    PATCH) as for any drop, with its id kept, until it gives up on the file."""
+    if os.geteuid() != 0:
+        pytest.fail("this test mounts a tmpfs: run it as root (scripts/test.sh does)")
+    volume = tmp_path / "small"
+    volume.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=96m", "tmpfs", str(volume)], check=True)
+    host = None
+    try:
+        (volume / "staging").mkdir()
+        host = Host(volume / "staging", ["--no-durability", "--resumable", "--reserved-free-space", "0"],
+                    tmp_path / "host.log")
+        page.open(host.url + "?bd-stall-ms=1500")
+        big = sparse(tmp_path / "video.bin", SIZE)
+        filler = volume / "filler"
+        with Spurts(host) as spurts:
+            page.choose_files([big])
+            cut_mid_body(page, spurts, paused=True)
+            page.wait(lambda d: page.notice() in (ENGLISH["waitingForDevice"], ENGLISH["deviceUnreachable"]),
+                      20, "the page to notice the stall")
+            # The host is stopped: what it wrote is on the volume; leave 16 MiB, room for what
+            # the socket still holds for it, and far less than the rest of the file.
+            free = os.statvfs(volume)
+            with open(filler, "wb") as out:
+                out.write(b"\0" * (free.f_bavail * free.f_frsize - (16 << 20)))
+        host.wait_for("uploadPaused", timeout=20, path="video.bin")
+        page.wait_settled(1, timeout=60)
+        row = page.rows()[0]
+        assert (row["state"], row["reason"]) == ("failed", ENGLISH["notEnoughSpace"]), row
+        assert page.visible("retry")
+        assert len(stored_ids(page)) == 1, "the id is kept: the device still holds the bytes"
+        kept = host.of("uploadPaused", path="video.bin")[-1]["keptBytes"]
+        assert kept > 0
+        filler.unlink()
+        # The device decides from a free-space figure up to 250 ms old (UploadAdmission): a retry
+        # sooner may still meet the full volume's.
+        time.sleep(0.5)
+        page.click("retry")
+        page.wait_settled(1, timeout=60)
+        assert page.rows()[0]["state"] == "uploaded", page.rows()
+        host.wait_count("uploadFinished", 1, timeout=30)
+        assert len(host.of("uploadStarted")) == 1, "the same upload, not a new one"
+        resumed = host.of("uploadResumed", path="video.bin")
+        assert resumed and resumed[-1]["offset"] == kept, (kept, resumed)
+        assert stored_ids(page) == []
+        assert_same_files({"video.bin": big}, host.finish())
+    finally:
+        if host:
+            host.stop()
+        subprocess.run(["umount", str(volume)], check=False)
