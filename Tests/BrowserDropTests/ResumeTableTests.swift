@@ -55,8 +55,9 @@ struct ResumeTableTests {
     #expect(table.checkResume(a, path: path, offset: 100, size: 0).refusal?.uploadOffset == 100)
   }
 
-  /// A paused upload keeps its remaining bytes reserved: admission counts them, and a fresh
-  /// measurement that would fit without them gets 507.
+  /// A paused upload keeps its remaining bytes reserved: admission counts what it is given of
+  /// them, and a fresh measurement that would fit without them gets 507 (the server gives it
+  /// less once they have given way: `pausedReservationsGiveWayToAnUploadThatFitsWithoutThem`).
   @Test func pausedUploadsKeepTheirSpace() throws {
     var table = ResumeTable()
     let a = try Self.id("AAAAAAAAAAAAAAAAAAAAAA")
@@ -140,5 +141,94 @@ extension ResumeTableTests {
         id, path: path, length: 1, expiresAt: .seconds(Int64(20 + n)))
       #expect(forgotten == (n == ResumeTable.completedMemory ? first : nil))
     }
+  }
+}
+
+extension ResumeTableTests {
+  /// Paused uploads `a`, `b`, `c` of one path; `hold` for one still arriving.
+  static func pausedTable() throws -> (ResumeTable, [UploadID]) {
+    var table = ResumeTable()
+    let path = try UploadPath(validating: "a.bin")
+    let ids = try ["A", "Q", "g", "w"].map { try Self.id(String(repeating: "A", count: 21) + $0) }
+    // (length, offset, paused until): ids[0] a tenth done, ids[1] and ids[2] nothing done
+    // (ids[2] paused earlier), ids[3] still arriving.
+    let shapes = [(1000, 100, 50), (1000, 0, 60), (4000, 0, 40), (1000, 0, 0)]
+    for (index, (length, offset, expiresAt)) in shapes.enumerated() {
+      let hold = UploadHold()
+      _ = table.start(
+        ids[index], path: path, length: length,
+        upload: Upload(id: UInt64(index + 1), relativePath: "a.bin", size: length), hold: hold)
+      if index < 3 {
+        table.pause(ids[index], hold: hold, offset: offset, expiresAt: .seconds(expiresAt))
+      }
+    }
+    return (table, ids)
+  }
+
+  /// Paused uploads give way least progressed first, the one paused longest ago first among
+  /// equals; one still arriving is never listed (admission counts it, as in flight).
+  @Test func pausedUploadsGiveWayLeastProgressedFirst() throws {
+    let (table, ids) = try Self.pausedTable()
+    #expect(
+      table.softReservations() == [
+        .init(id: ids[2], bytes: 4000), .init(id: ids[1], bytes: 1000),
+        .init(id: ids[0], bytes: 900),
+      ])
+    #expect(table.pausedRemaining() == 5900)
+    #expect(table.softReservations(excluding: ids[2]).map(\.id) == [ids[1], ids[0]])
+  }
+
+  /// A released reservation: the upload still stands where it was, a PATCH may continue it,
+  /// and it reserves nothing until it pauses again. An arriving upload's is never released.
+  @Test func aReleasedUploadKeepsEverythingButItsReservation() throws {
+    let made = try Self.pausedTable()
+    var table = made.0
+    let ids = made.1
+    let path = try UploadPath(validating: "a.bin")
+    table.releaseReservations([ids[2], ids[3]])
+    #expect(table.softReservations().map(\.id) == [ids[1], ids[0]])
+    #expect(table.pausedRemaining() == 1900)
+    #expect(table.standing(ids[2], path: path) == .paused(offset: 0, length: 4000))
+    #expect(table.standing(ids[3], path: path) == .held)
+    #expect(table.expire(now: .seconds(39)).isEmpty, "released early")
+    // Resumed and cut off again, it reserves what it has left.
+    let hold = UploadHold()
+    guard case .proceed(let snapshot) = table.checkResume(ids[2], path: path, offset: 0, size: 4000)
+    else {
+      Issue.record("a released upload could not be resumed")
+      return
+    }
+    #expect(snapshot.offset == 0 && snapshot.length == 4000)
+    table.resume(ids[2], upload: Upload(id: 3, relativePath: "a.bin", size: 4000), hold: hold)
+    #expect(table.pausedRemaining() == 1900, "an arriving upload is counted by admission")
+    table.pause(ids[2], hold: hold, offset: 3000, expiresAt: .seconds(90))
+    #expect(table.softReservations().map(\.id) == [ids[1], ids[0], ids[2]])
+    #expect(table.pausedRemaining() == 2900)
+    // The one that was arriving when its reservation was asked to go reserves once paused.
+    let arriving = try #require(table.hold(of: ids[3]))
+    table.pause(ids[3], hold: arriving, offset: 0, expiresAt: .seconds(95))
+    #expect(table.softReservations().map(\.id) == [ids[1], ids[3], ids[0], ids[2]])
+  }
+
+  /// Progress is compared at full width: lengths as large as an `Int` holds do not overflow.
+  @Test func progressIsComparedWithoutOverflow() throws {
+    var table = ResumeTable()
+    let path = try UploadPath(validating: "a.bin")
+    let (big, small) = (
+      try Self.id("AAAAAAAAAAAAAAAAAAAAAA"), try Self.id("AAAAAAAAAAAAAAAAAAAAAQ")
+    )
+    // big: just under half done; small: exactly half.
+    for (id, length, offset) in [(big, Int.max, Int.max / 2), (small, 2, 1)] {
+      let hold = UploadHold()
+      _ = table.start(
+        id, path: path, length: length,
+        upload: Upload(id: 1, relativePath: "a.bin", size: length), hold: hold)
+      table.pause(id, hold: hold, offset: offset, expiresAt: .seconds(10))
+    }
+    #expect(table.softReservations().map(\.id) == [big, small])
+    #expect(table.pausedRemaining() == Int.max - Int.max / 2 + 1)
+    #expect(
+      ResumeTable.total([.init(id: big, bytes: .max), .init(id: small, bytes: 1)]) == .max,
+      "the total saturates")
   }
 }

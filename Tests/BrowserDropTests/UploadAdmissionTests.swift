@@ -12,11 +12,11 @@ struct UploadAdmissionTests {
   /// Asks `admission` about an upload of `size` bytes named `name`.
   static func admit(
     _ admission: inout UploadAdmission, _ name: String, size: Int, freeBytes: Int?,
-    conflict: Refusal? = nil, now: Duration = .zero
+    conflict: Refusal? = nil, now: Duration = .zero, alsoPending: Int = 0
   ) throws -> UploadAdmission.Decision {
     admission.admit(
       try UploadPath(validating: name), size: size, freeBytes: freeBytes, conflict: conflict,
-      now: now)
+      now: now, alsoPending: alsoPending)
   }
 
   @Test func aConflictRefusesBeforeSpaceIsWeighed() throws {
@@ -121,4 +121,40 @@ extension UploadAdmission.Decision {
   fileprivate var refusal: Refusal? { if case .refuse(let refusal) = self { refusal } else { nil } }
 
   fileprivate var measures: Bool { if case .measureFreeSpace = self { true } else { false } }
+}
+
+extension UploadAdmissionTests {
+  /// Paused uploads' reservations give way, the fewest from the front, only when the upload
+  /// would fit without them and only to a fresh measurement; uploads in flight never do.
+  @Test func pausedReservationsGiveWayToAnUploadThatFitsWithoutThem() throws {
+    var admission = UploadAdmission(reservedFreeSpace: 10)
+    // 100 free, 10 kept free: 90 for uploads; 30 in flight.
+    let arriving = try Self.admit(&admission, "in-flight", size: 30, freeBytes: 100)
+    #expect(arriving.accepted != nil)
+    let paused = [25, 20, 15]
+    func release(_ size: Int, freeBytes: Int? = 100) -> Int {
+      admission.reservationsToRelease(size: size, freeBytes: freeBytes, softPending: paused)
+    }
+    #expect(release(0) == 0, "fits beside them all")
+    #expect(release(1) == 1, "the first gives way")
+    #expect(release(25) == 1)
+    #expect(release(26) == 2)
+    #expect(release(45) == 2)
+    #expect(release(46) == 3)
+    #expect(release(60) == 3)
+    #expect(release(61) == 0, "not even without them: refused, nothing gives way")
+    #expect(release(26, freeBytes: nil) == 0, "only a fresh measurement releases")
+    #expect(admission.reservationsToRelease(size: 1, freeBytes: 100, softPending: []) == 0)
+    // As large as an `Int` holds, without trapping.
+    #expect(
+      admission.reservationsToRelease(size: 1, freeBytes: 100, softPending: [.max, .max, 5]) == 2)
+    #expect(
+      admission.reservationsToRelease(size: 1, freeBytes: .max, softPending: [.max, .max]) == 2)
+    // What is left after the release is what admission counts; admitted.
+    let admitted = try Self.admit(
+      &admission, "b", size: 46, freeBytes: 100, alsoPending: paused.dropFirst(3).reduce(0, +))
+    #expect(admitted.accepted != nil)
+    let refused = try Self.admit(&admission, "c", size: 46, freeBytes: 100, alsoPending: .max)
+    #expect(refused.refusal?.error == .insufficientStorage)
+  }
 }

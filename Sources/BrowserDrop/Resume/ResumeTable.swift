@@ -1,6 +1,13 @@
 /// The resumable uploads a server knows, and the rules for each request of the extension: pure
 /// (time comes in as `now`, holds are opaque), owned by the server actor, which performs what
 /// the answers say (interrupting a stale request, waiting, sending events).
+///
+/// A paused upload reserves what it has yet to write against free space, softly: when an
+/// upload would be refused for space and would fit without these reservations, the least
+/// progressed paused uploads stop reserving until it fits (`softReservations`, then
+/// `UploadAdmission.reservationsToRelease`). One whose reservation was released keeps its bytes,
+/// id, record and expiry; it reserves again only once a request has resumed it and it pauses
+/// again (or when a later session finds it in the store: the release is not recorded there).
 struct ResumeTable {
   /// One resumable upload.
   struct Entry {
@@ -16,6 +23,15 @@ struct ResumeTable {
     var hold: UploadHold?
     /// When it expires while paused, on the session clock.
     var expiresAt: Duration
+    /// Whether, paused, it reserves what it has yet to write against free space: from each
+    /// pause (and for one found in the store) until an upload needs the room.
+    var reserves = true
+  }
+
+  /// What a paused upload reserves against free space: what it has yet to write.
+  struct Reservation: Equatable {
+    let id: UploadID
+    let bytes: Int
   }
 
   /// Where an upload stands, as `HEAD` answers it.
@@ -55,12 +71,53 @@ struct ResumeTable {
   private var completedOrder: [UploadID] = []
   static let completedMemory = 4096
 
-  /// What paused uploads have yet to write: counted against free space until they expire.
+  /// What paused uploads reserve against free space (`id`'s left out): what they have yet to
+  /// write, until they expire or their reservation is released.
   func pausedRemaining(excluding id: UploadID? = nil) -> Int {
-    entries.reduce(0) { sum, item in
-      item.key == id || item.value.hold != nil
-        ? sum : sum + max(0, item.value.length - item.value.offset)
+    Self.total(softReservations(excluding: id))
+  }
+
+  /// The paused uploads' reservations (`id`'s left out) in the order they give way to an upload
+  /// that needs the room: the least progressed first (the smallest fraction of its length on
+  /// the disk), then the one paused longest ago (it expires first: one lifetime for all), then
+  /// by id, so that the order is total. An upload arriving is not here (admission counts it,
+  /// and never releases it), nor is a paused one whose reservation was released.
+  func softReservations(excluding id: UploadID? = nil) -> [Reservation] {
+    entries
+      .filter { item in
+        item.key != id && item.value.hold == nil && item.value.reserves
+          && item.value.length > item.value.offset
+      }
+      .sorted(by: Self.givesWayFirst)
+      .map { Reservation(id: $0.key, bytes: $0.value.length - $0.value.offset) }
+  }
+
+  /// What `reservations` add up to, at most `Int.max`.
+  static func total(_ reservations: some Sequence<Reservation>) -> Int {
+    reservations.reduce(0) { sum, reservation in
+      let (total, overflow) = sum.addingReportingOverflow(reservation.bytes)
+      return overflow ? .max : total
     }
+  }
+
+  /// Whether `a` gives way before `b`: `offset / length` compared as `offset × other length`,
+  /// at full width (lengths are as large as an `Int` holds).
+  private static func givesWayFirst(
+    _ a: (key: UploadID, value: Entry), _ b: (key: UploadID, value: Entry)
+  ) -> Bool {
+    let left = a.value.offset.multipliedFullWidth(by: b.value.length)
+    let right = b.value.offset.multipliedFullWidth(by: a.value.length)
+    if left.high != right.high { return left.high < right.high }
+    if left.low != right.low { return left.low < right.low }
+    if a.value.expiresAt != b.value.expiresAt { return a.value.expiresAt < b.value.expiresAt }
+    return a.key.value < b.key.value
+  }
+
+  /// These paused uploads stop reserving free space (an upload needed the room). Their bytes,
+  /// offset, record and expiry stay: `HEAD` answers as before, and a `PATCH` meets the free-space
+  /// check like any upload. They reserve again when they pause after a request resumed them.
+  mutating func releaseReservations(_ ids: some Sequence<UploadID>) {
+    for id in ids where entries[id]?.hold == nil { entries[id]?.reserves = false }
   }
 
   func standing(_ id: UploadID, path: UploadPath) -> Standing {
@@ -144,12 +201,14 @@ struct ResumeTable {
     entries[id]?.hold = hold
   }
 
-  /// The request receiving it stopped with `offset` bytes durable; it expires at `expiresAt`.
+  /// The request receiving it stopped with `offset` bytes durable; it expires at `expiresAt`,
+  /// and reserves what it has yet to write again.
   mutating func pause(_ id: UploadID, hold: UploadHold, offset: Int, expiresAt: Duration) {
     guard let current = entries[id]?.hold, current === hold else { return }
     entries[id]?.hold = nil
     entries[id]?.offset = offset
     entries[id]?.expiresAt = expiresAt
+    entries[id]?.reserves = true
   }
 
   /// The upload was stored: forgotten, its id remembered as complete until `expiresAt`.

@@ -45,9 +45,8 @@ extension BrowserDropServer {
       while resumeTable.hold(of: id) != nil { await takeOver(id) }
       // Stored already (its 201 lost, perhaps with the process that stored it): not again.
       if let refusal = resumeTable.checkStart(id, path: request.path) { return .refused(refusal) }
-      let decision = admit(
-        request.path, size: request.size, freeBytes: freeBytes,
-        alsoPending: resumeTable.pausedRemaining(excluding: id))
+      let decision = admitReleasing(
+        request.path, size: request.size, freeBytes: freeBytes, excluding: id)
       guard case .accepted(var ticket) = decision else { return decision }
       if let replaced = resumeTable.start(
         id, path: request.path, length: request.size, upload: ticket.upload, hold: hold)
@@ -69,21 +68,49 @@ extension BrowserDropServer {
         }
         break
       }
-      let decision = admit(
-        request.path, size: request.size, freeBytes: freeBytes,
-        alsoPending: resumeTable.pausedRemaining(excluding: id),
+      let decision = admitReleasing(
+        request.path, size: request.size, freeBytes: freeBytes, excluding: id,
         continuing: UploadAdmission.Continuation(
           upload: snapshot.upload, length: snapshot.length, offset: snapshot.offset))
+      if case .refused(let refusal) = decision, refusal.error == .insufficientStorage {
+        // Its bytes stay: the client can try again later from where it stands.
+        var short = Refusal(
+          .insufficientStorage,
+          "Not enough free space on the device for the rest of the upload; "
+            + "the \(snapshot.offset) bytes already sent are kept.")
+        short.uploadOffset = snapshot.offset
+        short.uploadLength = snapshot.length
+        return .refused(short)
+      }
       guard case .accepted(var ticket) = decision else { return decision }
       resumeTable.resume(id, upload: ticket.upload, hold: hold)
       pauseSink.yield(.resumed(ticket.upload, offset: snapshot.offset))
       ticket.resumable = ResumableTicket(id: id, store: store, offset: snapshot.offset, hold: hold)
       return .accepted(ticket)
     case .probe, nil:
-      return admit(
-        request.path, size: request.size, freeBytes: freeBytes,
-        alsoPending: resumeTable.pausedRemaining())
+      return admitReleasing(request.path, size: request.size, freeBytes: freeBytes)
     }
+  }
+
+  /// `admit`, counting the paused uploads' reservations (all but `id`'s) against free space,
+  /// softly: when the upload fits only without some of them, the fewest in the order they give
+  /// way (`ResumeTable.softReservations`, `UploadAdmission.reservationsToRelease`) are left
+  /// out, and released once it is admitted. Those uploads keep their bytes and ids; refused,
+  /// nothing is released.
+  private func admitReleasing(
+    _ path: UploadPath, size: Int, freeBytes: Int?, excluding id: UploadID? = nil,
+    continuing: UploadAdmission.Continuation? = nil
+  ) -> Admission {
+    let reservations = resumeTable.softReservations(excluding: id)
+    let released = admission.reservationsToRelease(
+      size: size, freeBytes: freeBytes, softPending: reservations.map(\.bytes))
+    let decision = admit(
+      path, size: size, freeBytes: freeBytes,
+      alsoPending: ResumeTable.total(reservations.dropFirst(released)), continuing: continuing)
+    if case .accepted = decision, released > 0 {
+      resumeTable.releaseReservations(reservations.prefix(released).map(\.id))
+    }
+    return decision
   }
 
   /// A resumable upload's request stopped with `keptBytes` on the disk: paused, not ended.

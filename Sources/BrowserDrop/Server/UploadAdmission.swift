@@ -62,16 +62,17 @@ struct UploadAdmission {
   /// recent and the answer is clear even counting every byte admitted since as written;
   /// otherwise the answer is `.measureFreeSpace`.
   ///
-  /// `alsoPending` is what paused uploads that can still be resumed have yet to write; `size`
-  /// of a `continuing` upload is what it has left, its `Upload` keeps the whole length and its
-  /// progress starts at its offset.
+  /// `alsoPending` is what paused uploads that can still be resumed reserve (those that would
+  /// give way are left out first: `reservationsToRelease`); `size` of a `continuing` upload is
+  /// what it has left, its `Upload` keeps the whole length and its progress starts at its
+  /// offset.
   mutating func admit(
     _ path: UploadPath, size: Int, freeBytes: Int?, conflict: Refusal?, now: Duration,
     alsoPending: Int = 0, continuing: Continuation? = nil
   ) -> Decision {
     if let conflict { return .refuse(conflict) }
-    let pending =
-      inFlight.values.reduce(0) { $0 + max(0, $1.upload.size - $1.counter.bytes) } + alsoPending
+    let (sum, overflow) = inFlightRemaining.addingReportingOverflow(alsoPending)
+    let pending = overflow ? Int.max : sum
     if let freeBytes {
       freeSpace.record(freeBytes, at: now)
       if !fits(size, in: freeBytes - pending) { return .refuse(Refusal(.insufficientStorage)) }
@@ -97,6 +98,36 @@ struct UploadAdmission {
     return .accept(
       UploadTicket(upload: upload, path: path, counter: counter),
       startPublishingProgress: startPublishing)
+  }
+
+  /// How many of the paused uploads' reservations an upload of `size` needs released to be
+  /// admitted, `softPending` being what each reserves in the order they give way
+  /// (`ResumeTable.softReservations`): the fewest from the front that let it fit in `freeBytes`
+  /// beside what the uploads in flight still have to write and the reservations left.
+  ///
+  /// 0 when it fits beside them all; also when it would not fit with every one released (it is
+  /// refused, and nothing gives way for nothing), and when `freeBytes` is `nil`: reservations
+  /// give way only to a fresh measurement, which `admit` asks for when the last one does not
+  /// clearly leave room. What uploads in flight have yet to write never gives way.
+  func reservationsToRelease(size: Int, freeBytes: Int?, softPending: [Int]) -> Int {
+    guard let freeBytes else { return 0 }
+    let available = freeBytes.subtractingReportingOverflow(inFlightRemaining)
+    guard !available.overflow, fits(size, in: available.partialValue) else { return 0 }
+    // What the reservations from each index on add up to (at most `Int.max`); the last is 0.
+    var kept = [Int](repeating: 0, count: softPending.count + 1)
+    for index in softPending.indices.reversed() {
+      let (sum, overflow) = kept[index + 1].addingReportingOverflow(softPending[index])
+      kept[index] = overflow ? .max : sum
+    }
+    return kept.firstIndex { reservation in
+      let (room, overflow) = available.partialValue.subtractingReportingOverflow(reservation)
+      return !overflow && fits(size, in: room)
+    } ?? 0
+  }
+
+  /// What the uploads in flight still have to write.
+  private var inFlightRemaining: Int {
+    inFlight.values.reduce(0) { $0 + max(0, $1.upload.size - $1.counter.bytes) }
   }
 
   /// Whether `size` bytes leave at least `reservedFreeSpace` of `available`. Either can be as

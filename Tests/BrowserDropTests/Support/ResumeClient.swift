@@ -23,15 +23,21 @@ struct ResumeClient {
   var target: String { "/upload?path=\(Requests.encode(path))&upload=\(id)" }
   var host: String { "127.0.0.1:\(port)" }
 
-  func postHead(length: Int) -> String {
+  /// `extra` are more header lines (`Expect: 100-continue`).
+  func postHead(length: Int, extra: [String] = []) -> String {
     "POST \(target) HTTP/1.1\r\nHost: \(host)\r\nOrigin: http://\(host)\r\n"
-      + "Content-Length: \(length)\r\n\r\n"
+      + "Content-Length: \(length)\r\n" + Self.lines(extra) + "\r\n"
   }
 
-  func patchHead(offset: Int, length: Int, path: String? = nil) -> String {
+  func patchHead(offset: Int, length: Int, path: String? = nil, extra: [String] = []) -> String {
     let target = path.map { "/upload?path=\(Requests.encode($0))&upload=\(id)" } ?? target
     return "PATCH \(target) HTTP/1.1\r\nHost: \(host)\r\nOrigin: http://\(host)\r\n"
-      + "Upload-Offset: \(offset)\r\nContent-Length: \(length)\r\n\r\n"
+      + "Upload-Offset: \(offset)\r\nContent-Length: \(length)\r\n" + Self.lines(extra)
+      + "\r\n"
+  }
+
+  private static func lines(_ extra: [String]) -> String {
+    extra.map { $0 + "\r\n" }.joined()
   }
 
   /// `HEAD`: the reply (204 with `upload-offset` and `upload-length`, or a refusal).
