@@ -29,14 +29,17 @@ struct KioskStartFailureTests {
     let lock = folder.path("staging/.browserdrop-resumable/.lock").path
     #expect(FileManager.default.fileExists(atPath: lock), "the first session holds the lock")
 
-    let a = try folder.makeFile("a.bin", size: 40_000, seed: 1)
-    #expect(try await Uploader.upload(a, as: "a.bin", port: port) == 201)
+    // Made immutable before the upload, so that no load on the machine can let the batch close
+    // (and the next session open the file) first; the first session's open is unaffected.
     try await Self.immutable(true, lock)
     do {
+      let a = try folder.makeFile("a.bin", size: 40_000, seed: 1)
+      #expect(try await Uploader.upload(a, as: "a.bin", port: port) == 201)
       try await Self.expectTheFailureAfterTheClosingBatch(command)
     } catch {
       // The temporary folder can't be removed while the file is immutable.
       try? await Self.immutable(false, lock)
+      Issue.record("events so far: \(command.outputLines)")
       throw error
     }
     // Once the lock file can be opened again, a later try starts a session on the same port.

@@ -79,8 +79,12 @@ extension BrowserDropServer {
       relativePath: ticket.path.value, size: ticket.upload.size,
       sessionFolder: staging.session, receivedAt: Date(), mimeType: mimeType, kind: kind)
     index.insert(file, at: ticket.path)
-    // Its id is remembered as complete, so a client that lost the 201 learns it from HEAD.
-    if let resumable = ticket.resumable { completeResumable(resumable) }
+    // Its id is remembered as complete, so a client that lost the 201 learns it from HEAD; with
+    // durability on, only once the name is flushed (the connection calls `completeResumable`
+    // then): until that, HEAD and PATCH of the id wait, as for any request holding it.
+    if let resumable = ticket.resumable, !session.services.configuration.durability {
+      completeResumable(resumable)
+    }
     endUpload(ticket, failure: nil)
     eventSink.yield(.uploadFinished(file))
     return .success((file, placement))

@@ -169,8 +169,12 @@ struct UploadReceiver {
     case .success(let (_, placement)):
       installed = true
       if services.configuration.durability {
-        guard await services.folderSync.flush(placement, under: services.staging.sessionPath)
-        else {
+        let flushed = await services.folderSync.flush(
+          placement, under: services.staging.sessionPath)
+        // Complete for HEAD from now on; also when the flush failed: the file is in place, and
+        // the client, told of the failure, asks HEAD before anything else.
+        if let resumable = ticket.resumable { await server.completeResumable(resumable) }
+        guard flushed else {
           return Response.refusal(
             Refusal(.writeFailed, "The disk reported an error while the file was made durable."))
         }
