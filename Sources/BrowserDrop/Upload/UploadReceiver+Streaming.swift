@@ -70,6 +70,10 @@ extension UploadReceiver {
             return .released
           }
           hold.limit.set(taken + Int(queued))
+          // The transfer may have read those bytes between the two looks and now wait for more
+          // that a half-open connection never sends: closing the reading side wakes it, and it
+          // reads what the kernel still holds, then stops at the limit or at the end.
+          _ = shutdown(socket.fd, Int32(SHUT_RD))
           return .draining
         }
         while let leg = try await group.next() {
