@@ -101,16 +101,25 @@ extension BrowserDropServer {
     _ path: UploadPath, size: Int, freeBytes: Int?, excluding id: UploadID? = nil,
     continuing: UploadAdmission.Continuation? = nil
   ) -> Admission {
+    let reserved = resumeTable.pausedRemaining(excluding: id)
+    let decision = admit(
+      path, size: size, freeBytes: freeBytes, alsoPending: reserved, continuing: continuing)
+    // Only an upload refused for space on a fresh measurement looks further: the paused
+    // uploads, in the order they give way (sorted here only, not on every admission).
+    guard case .refused(let refusal) = decision, refusal.error == .insufficientStorage,
+      freeBytes != nil, reserved > 0
+    else { return decision }
     let reservations = resumeTable.softReservations(excluding: id)
     let released = admission.reservationsToRelease(
       size: size, freeBytes: freeBytes, softPending: reservations.map(\.bytes))
-    let decision = admit(
+    guard released > 0 else { return decision }
+    let retried = admit(
       path, size: size, freeBytes: freeBytes,
       alsoPending: ResumeTable.total(reservations.dropFirst(released)), continuing: continuing)
-    if case .accepted = decision, released > 0 {
+    if case .accepted = retried {
       resumeTable.releaseReservations(reservations.prefix(released).map(\.id))
     }
-    return decision
+    return retried
   }
 
   /// A resumable upload's request stopped with `keptBytes` on the disk: paused, not ended.
