@@ -246,7 +246,8 @@ struct ResumableStore: Sendable {
         continue
       }
       let found: Record
-      switch recover(id, record) {
+      // An upload past its lifetime goes below: its record is not rewritten first.
+      switch recover(id, record, recordsOffset: now - record.updated < lifetime) {
       case .stored:
         // Remembered from when it was stored (`markStored`), if that is later.
         record.updated = max(record.updated, modified)
@@ -316,8 +317,9 @@ struct ResumableStore: Sendable {
     return .success((Array(bytes[..<filled]), modified))
   }
 
-  /// One record at start, from its partial file (see `Recovered`).
-  private func recover(_ id: UploadID, _ record: Record) -> Recovered {
+  /// One record at start, from its partial file (see `Recovered`); `recordsOffset` when an
+  /// offset grown since the record was written is to be recorded durably.
+  private func recover(_ id: UploadID, _ record: Record, recordsOffset: Bool) -> Recovered {
     var record = record
     let fd = open(partialPath(id), O_RDWR | O_NOFOLLOW | O_CLOEXEC)
     guard fd >= 0 else {
@@ -330,7 +332,7 @@ struct ResumableStore: Sendable {
     let boot = Self.bootID
     if !boot.isEmpty, record.boot == boot, fdatasync(fd) == 0 {
       let offset = Self.pausedOffset(size: Int(info.st_size), length: record.length)
-      if offset > record.offset {
+      if offset > record.offset && recordsOffset {
         // The bytes are on the disk now: so is the offset, or a power cut before the next
         // checkpoint would send the client back to the record's older one. A record that
         // can't be written keeps that older offset, which is still true.
