@@ -210,6 +210,31 @@ extension ResumeTableTests {
     #expect(table.softReservations().map(\.id) == [ids[1], ids[3], ids[0], ids[2]])
   }
 
+  /// A pause that brought bytes sets the expiry and makes the reservation firm until
+  /// `firmUntil`; a request that brought nothing moves neither (so requests that send nothing
+  /// never keep an upload alive or its room held).
+  @Test func onlyAPauseThatBroughtBytesRenewsExpiryAndFirmness() throws {
+    var table = ResumeTable()
+    let path = try UploadPath(validating: "a.bin")
+    let id = try Self.id(String(repeating: "A", count: 22))
+    let upload = Upload(id: 1, relativePath: "a.bin", size: 1000)
+    var hold = UploadHold()
+    _ = table.start(id, path: path, length: 1000, upload: upload, hold: hold)
+    table.pause(id, hold: hold, offset: 100, expiresAt: .seconds(50), firmUntil: .seconds(20))
+    #expect(table.firmRemaining(now: .seconds(19)) == 900)
+    #expect(table.softReservations(now: .seconds(19)).isEmpty)
+    #expect(table.firmRemaining(now: .seconds(20)) == 0)
+    #expect(table.softReservations(now: .seconds(20)).map(\.bytes) == [900])
+    #expect(table.pausedRemaining() == 900)
+    // Resumed, and cut off before a byte arrived.
+    hold = UploadHold()
+    table.resume(id, upload: upload, hold: hold)
+    table.pause(id, hold: hold, offset: 100, expiresAt: .seconds(90), firmUntil: .seconds(60))
+    #expect(table.firmRemaining(now: .seconds(30)) == 0, "not firm again")
+    #expect(table.expire(now: .seconds(49)).isEmpty)
+    #expect(table.expire(now: .seconds(50)).map(\.0) == [id], "not kept alive")
+  }
+
   /// Progress is compared at full width: lengths as large as an `Int` holds do not overflow.
   @Test func progressIsComparedWithoutOverflow() throws {
     var table = ResumeTable()

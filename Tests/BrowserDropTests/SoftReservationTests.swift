@@ -18,10 +18,12 @@ struct SoftReservationTests {
   static let gib = 1 << 30
 
   /// A resumable session whose uploads share `room` bytes of the staging volume.
-  static func start(room: Int) async throws -> TestSession {
+  static func start(
+    room: Int, clock: any SessionClock = SystemSessionClock()
+  ) async throws -> TestSession {
     var free: UInt64 = 0
     #expect(cbd_free_bytes(FileManager.default.temporaryDirectory.path, &free) == 0)
-    return try await ResumeTests.start { $0.reservedFreeSpace = Int(free) - room }
+    return try await ResumeTests.start(clock: clock) { $0.reservedFreeSpace = Int(free) - room }
   }
 
   /// A resumable POST announcing `length` bytes that sends `count` of them after its `100
@@ -84,14 +86,43 @@ extension SoftReservationTests {
 
   /// What the server's paused uploads reserve now, in the order they would give way.
   static func reservations(_ session: TestSession) async -> [ResumeTable.Reservation] {
-    await session.server.resumeTable.softReservations()
+    await session.server.resumeTable.softReservations(now: session.server.clock.now)
+  }
+
+  /// A paused upload that brought bytes keeps its room firmly for `firmReservation` (a phone's
+  /// Wi-Fi roam): an upload that fits only in that room is refused meanwhile, and admitted
+  /// once the time is up, the paused upload still standing where it was.
+  @Test func aPauseWithProgressHoldsItsRoomForAWhile() async throws {
+    let gib = Self.gib
+    let clock = ManualClock()
+    let session = try await Self.start(room: 20 * gib, clock: clock)
+    defer { Task { await session.stop() } }
+    let pauses = PauseLog(session.server.pauses)
+    let roaming = ResumeClient(port: session.port, path: "video.bin", id: ResumeClient.randomID())
+    try await Self.pause(roaming, length: 10 * gib, sending: 1 << 20, pauses: pauses)
+    #expect(await Self.reservations(session).isEmpty, "firm: nothing may take its room")
+
+    let (early, refused) = try await Self.announce(session, "early.bin", length: 12 * gib)
+    #expect(refused.status == 507 && refused.errorCode == "insufficient_storage")
+    early.socket.close()
+    clock.advance(by: ResumeTable.firmReservation - .seconds(1))
+    let (stillEarly, stillRefused) = try await Self.announce(session, "early.bin", length: 12 * gib)
+    #expect(stillRefused.status == 507)
+    stillEarly.socket.close()
+
+    clock.advance(by: .seconds(1))
+    let (later, admitted) = try await Self.announce(session, "later.bin", length: 12 * gib)
+    #expect(admitted.status == 100, "\(admitted.status) \(admitted.errorCode ?? "")")
+    later.socket.close()
+    #expect(try await roaming.offset() == 1 << 20)
   }
 
   /// Two paused uploads: the one with the smaller fraction on the disk gives way first, and the
   /// other keeps its reservation while releasing one is enough.
   @Test func theLeastProgressedPausedUploadGivesWayFirst() async throws {
     let gib = Self.gib
-    let session = try await Self.start(room: 20 * gib)
+    let clock = ManualClock()
+    let session = try await Self.start(room: 20 * gib, clock: clock)
     defer { Task { await session.stop() } }
     let pauses = PauseLog(session.server.pauses)
     let fresh = ResumeClient(port: session.port, path: "fresh.bin", id: ResumeClient.randomID())
@@ -101,6 +132,8 @@ extension SoftReservationTests {
     try await Self.pause(fresh, length: 10 * gib, sending: 0, pauses: pauses)
     try await Self.pause(further, length: 6 * gib, sending: 1 << 20, pauses: pauses)
     #expect(try await further.offset() == 1 << 20)
+    // The further one's room is firm for a while after its pause (`aPauseWithProgress…`).
+    clock.advance(by: ResumeTable.firmReservation)
     let (freshID, furtherID) = (try Self.id(fresh), try Self.id(further))
     #expect(
       await Self.reservations(session) == [
@@ -130,7 +163,8 @@ extension SoftReservationTests {
   @Test func aReleasedUploadStillStandsAndResumesWhenThereIsRoom() async throws {
     let gib = Self.gib
     let mib = 1 << 20
-    let session = try await Self.start(room: 20 * gib)
+    let clock = ManualClock()
+    let session = try await Self.start(room: 20 * gib, clock: clock)
     defer { Task { await session.stop() } }
     let pauses = PauseLog(session.server.pauses)
     let small = ResumeClient(port: session.port, path: "small.bin", id: ResumeClient.randomID())
@@ -138,6 +172,7 @@ extension SoftReservationTests {
     // Nothing of 2 MiB, and 1 MiB of 10 GiB: the small one gives way first.
     try await Self.pause(small, length: 2 * mib, sending: 0, pauses: pauses)
     try await Self.pause(big, length: 10 * gib, sending: mib, pauses: pauses)
+    clock.advance(by: ResumeTable.firmReservation)
 
     // 12 GiB fits only with both released.
     let (arriving, admitted) = try await Self.announce(session, "arriving.bin", length: 12 * gib)

@@ -2,12 +2,15 @@
 /// (time comes in as `now`, holds are opaque), owned by the server actor, which performs what
 /// the answers say (interrupting a stale request, waiting, sending events).
 ///
-/// A paused upload reserves what it has yet to write against free space, softly: when an
-/// upload would be refused for space and would fit without these reservations, the least
-/// progressed paused uploads stop reserving until it fits (`softReservations`, then
-/// `UploadAdmission.reservationsToRelease`). One whose reservation was released keeps its bytes,
-/// id, record and expiry; it reserves again only once a request has resumed it and it pauses
-/// again (or when a later session finds it in the store: the release is not recorded there).
+/// A paused upload reserves what it has yet to write against free space. For
+/// `firmReservation` after a pause that brought bytes (a phone's Wi-Fi roam, a locked screen)
+/// the reservation is firm: nothing else may take that room. After that, or when nothing has
+/// arrived, it is soft: when an upload would be refused for space and would fit without the soft
+/// reservations, the least progressed paused uploads stop reserving until it fits
+/// (`softReservations`, then `UploadAdmission.reservationsToRelease`). One whose reservation
+/// was released keeps its bytes, id, record and expiry; it reserves again only once a request
+/// has resumed it and it pauses again (or when a later session finds it in the store: the
+/// release is not recorded there).
 struct ResumeTable {
   /// One resumable upload.
   struct Entry {
@@ -26,7 +29,15 @@ struct ResumeTable {
     /// Whether, paused, it reserves what it has yet to write against free space: from each
     /// pause (and for one found in the store) until an upload needs the room.
     var reserves = true
+    /// Until when, paused with bytes on the disk, its reservation is firm (session clock).
+    var firmUntil = Duration.zero
+
+    /// Whether its reservation may give way at `now`.
+    func isSoft(at now: Duration) -> Bool { offset == 0 || now >= firmUntil }
   }
+
+  /// How long after a pause that brought bytes the paused upload's reservation stays firm.
+  static let firmReservation = Duration.seconds(600)
 
   /// What a paused upload reserves against free space: what it has yet to write.
   struct Reservation: Equatable {
@@ -74,11 +85,21 @@ struct ResumeTable {
   /// What paused uploads reserve against free space (`id`'s left out): what they have yet to
   /// write, until they expire or their reservation is released.
   func pausedRemaining(excluding id: UploadID? = nil) -> Int {
-    // A sum without the order: admission asks for it on every upload, and the order is only
-    // needed when one would be refused (`softReservations`).
+    reserved(excluding: id) { _ in true }
+  }
+
+  /// What the firm reservations add up to at `now` (`id`'s left out): room nothing else takes.
+  func firmRemaining(excluding id: UploadID? = nil, now: Duration) -> Int {
+    reserved(excluding: id) { !$0.isSoft(at: now) }
+  }
+
+  /// The reservations of the paused uploads `counted` picks, summed without the order:
+  /// admission asks on every upload, and the order is needed only when one would be refused.
+  private func reserved(excluding id: UploadID?, _ counted: (Entry) -> Bool) -> Int {
     entries.reduce(0) { sum, item in
       let entry = item.value
-      guard item.key != id, entry.hold == nil, entry.reserves, entry.length > entry.offset
+      guard item.key != id, entry.hold == nil, entry.reserves, entry.length > entry.offset,
+        counted(entry)
       else { return sum }
       let (total, overflow) = sum.addingReportingOverflow(entry.length - entry.offset)
       return overflow ? .max : total
@@ -90,11 +111,11 @@ struct ResumeTable {
   /// the disk), then the one paused longest ago (it expires first: one lifetime for all), then
   /// by id, so that the order is total. An upload arriving is not here (admission counts it,
   /// and never releases it), nor is a paused one whose reservation was released.
-  func softReservations(excluding id: UploadID? = nil) -> [Reservation] {
+  func softReservations(excluding id: UploadID? = nil, now: Duration = .zero) -> [Reservation] {
     entries
       .filter { item in
         item.key != id && item.value.hold == nil && item.value.reserves
-          && item.value.length > item.value.offset
+          && item.value.length > item.value.offset && item.value.isSoft(at: now)
       }
       .sorted(by: Self.givesWayFirst)
       .map { Reservation(id: $0.key, bytes: $0.value.length - $0.value.offset) }
@@ -209,13 +230,20 @@ struct ResumeTable {
     entries[id]?.hold = hold
   }
 
-  /// The request receiving it stopped with `offset` bytes durable; it expires at `expiresAt`,
-  /// and reserves what it has yet to write again.
-  mutating func pause(_ id: UploadID, hold: UploadHold, offset: Int, expiresAt: Duration) {
-    guard let current = entries[id]?.hold, current === hold else { return }
+  /// The request receiving it stopped with `offset` bytes durable, and it reserves what it has
+  /// yet to write again. When the request brought bytes (or started the upload), it expires at
+  /// `expiresAt` and its reservation is firm until `firmUntil`; a request that brought nothing
+  /// changes neither, so requests that send nothing never keep an upload alive or its room held.
+  mutating func pause(
+    _ id: UploadID, hold: UploadHold, offset: Int, expiresAt: Duration,
+    firmUntil: Duration = .zero
+  ) {
+    guard let entry = entries[id], let current = entry.hold, current === hold else { return }
+    let brought = offset > entry.offset
     entries[id]?.hold = nil
     entries[id]?.offset = offset
-    entries[id]?.expiresAt = expiresAt
+    if brought || entry.expiresAt == .zero { entries[id]?.expiresAt = expiresAt }
+    if brought { entries[id]?.firmUntil = firmUntil }
     entries[id]?.reserves = true
   }
 
@@ -263,10 +291,12 @@ struct ResumeTable {
 
   /// A paused upload found in the store at start.
   mutating func recovered(
-    _ id: UploadID, path: UploadPath, length: Int, offset: Int, expiresAt: Duration
+    _ id: UploadID, path: UploadPath, length: Int, offset: Int, expiresAt: Duration,
+    firmUntil: Duration = .zero
   ) {
     entries[id] = Entry(
-      path: path, length: length, offset: offset, upload: nil, hold: nil, expiresAt: expiresAt)
+      path: path, length: length, offset: offset, upload: nil, hold: nil, expiresAt: expiresAt,
+      firmUntil: firmUntil)
   }
 
   /// Removes the paused uploads whose time is up and returns them.

@@ -109,13 +109,17 @@ extension BrowserDropServer {
     guard case .refused(let refusal) = decision, refusal.error == .insufficientStorage,
       freeBytes != nil, reserved > 0
     else { return decision }
-    let reservations = resumeTable.softReservations(excluding: id)
+    let now = clock.now
+    let firm = resumeTable.firmRemaining(excluding: id, now: now)
+    let reservations = resumeTable.softReservations(excluding: id, now: now)
     let released = admission.reservationsToRelease(
-      size: size, freeBytes: freeBytes, softPending: reservations.map(\.bytes))
+      size: size, freeBytes: freeBytes, held: firm, softPending: reservations.map(\.bytes))
     guard released > 0 else { return decision }
+    let (kept, overflow) = firm.addingReportingOverflow(
+      ResumeTable.total(reservations.dropFirst(released)))
     let retried = admit(
-      path, size: size, freeBytes: freeBytes,
-      alsoPending: ResumeTable.total(reservations.dropFirst(released)), continuing: continuing)
+      path, size: size, freeBytes: freeBytes, alsoPending: overflow ? .max : kept,
+      continuing: continuing)
     if case .accepted = retried {
       resumeTable.releaseReservations(reservations.prefix(released).map(\.id))
     }
@@ -128,7 +132,8 @@ extension BrowserDropServer {
     admission.end(ticket.upload.id)
     let lifetime = configuration.resumableUploads?.expiresAfter ?? .zero
     resumeTable.pause(
-      resumable.id, hold: resumable.hold, offset: keptBytes, expiresAt: clock.now + lifetime)
+      resumable.id, hold: resumable.hold, offset: keptBytes, expiresAt: clock.now + lifetime,
+      firmUntil: clock.now + ResumeTable.firmReservation)
     pauseSink.yield(.paused(ticket.upload, keptBytes: keptBytes))
     holdEnded(resumable.id)
   }
@@ -256,8 +261,10 @@ extension BrowserDropServer {
           forgottenIDs.append(forgotten)
         }
       } else {
+        // A restart is one more interruption: the room stays firm for a while after it.
         resumeTable.recovered(
-          id, path: path, length: record.length, offset: record.offset, expiresAt: expiresAt)
+          id, path: path, length: record.length, offset: record.offset, expiresAt: expiresAt,
+          firmUntil: clock.now + ResumeTable.firmReservation)
       }
     }
   }

@@ -100,18 +100,22 @@ struct UploadAdmission {
       startPublishingProgress: startPublishing)
   }
 
-  /// How many of the paused uploads' reservations an upload of `size` needs released to be
+  /// How many of the paused uploads' soft reservations an upload of `size` needs released to be
   /// admitted, `softPending` being what each reserves in the order they give way
   /// (`ResumeTable.softReservations`): the fewest from the front that let it fit in `freeBytes`
-  /// beside what the uploads in flight still have to write and the reservations left.
+  /// beside what the uploads in flight still have to write, the firm reservations (`held`) and
+  /// the soft ones left.
   ///
   /// 0 when it fits beside them all; also when it would not fit with every one released (it is
   /// refused, and nothing gives way for nothing), and when `freeBytes` is `nil`: reservations
   /// give way only to a fresh measurement, which `admit` asks for when the last one does not
   /// clearly leave room. What uploads in flight have yet to write never gives way.
-  func reservationsToRelease(size: Int, freeBytes: Int?, softPending: [Int]) -> Int {
+  func reservationsToRelease(
+    size: Int, freeBytes: Int?, held: Int = 0, softPending: [Int]
+  ) -> Int {
     guard let freeBytes else { return 0 }
-    let available = freeBytes.subtractingReportingOverflow(inFlightRemaining)
+    let (taken, overflow) = inFlightRemaining.addingReportingOverflow(held)
+    let available = freeBytes.subtractingReportingOverflow(overflow ? .max : taken)
     guard !available.overflow, fits(size, in: available.partialValue) else { return 0 }
     // What the reservations from each index on add up to (at most `Int.max`); the last is 0.
     var kept = [Int](repeating: 0, count: softPending.count + 1)
