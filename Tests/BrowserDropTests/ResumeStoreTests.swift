@@ -129,6 +129,57 @@ struct ResumeStoreTests {
     #expect(Self.size(store.partialPath(cut)) == 40)
   }
 
+  /// `updated` is the time of the last byte: a keep (or checkpoint) whose offset did not grow
+  /// past the record on the disk keeps that record's time, so requests that bring nothing never
+  /// keep an upload alive across restarts or batches.
+  @Test func aKeepThatBroughtNothingKeepsTheTimeOfTheLastByte() throws {
+    let folder = try TemporaryFolder()
+    let store = try Self.store(folder.url)
+    let id = try Self.id(1)
+    try Self.make(store, id, length: 100, written: 40)
+    let fd = open(store.partialPath(id), O_RDWR)
+    defer { close(fd) }
+    let onDisk = { () throws -> ResumableStore.Record in
+      let data = try Data(contentsOf: URL(filePath: store.folder + "/\(id).record"))
+      return try JSONDecoder().decode(ResumableStore.Record.self, from: data)
+    }
+    // 0 → 40: a byte arrived, the time is now.
+    #expect(try store.keep(fd: fd, id, Self.record(length: 100)) == 40)
+    #expect(try onDisk().updated > Date().timeIntervalSince1970 - 60)
+    // The record says an hour ago, at 40; a request from 40 brings nothing.
+    var old = Self.record(length: 100, age: 3600)
+    old.offset = 40
+    try Self.writeRecord(store, id, old)
+    #expect(try store.keep(fd: fd, id, Self.record(length: 100)) == 40)
+    #expect(try onDisk().updated == old.updated, "renewed by a request that brought nothing")
+    // One more byte: renewed.
+    #expect(Glibc.pwrite(fd, [1], 1, 40) == 1)
+    #expect(try store.keep(fd: fd, id, Self.record(length: 100)) == 41)
+    #expect(try onDisk().updated > Date().timeIntervalSince1970 - 60)
+  }
+
+  /// A paused upload taken up from the store (a kiosk's next batch, a restart) is firm only for
+  /// what is left of `firmReservation` since its last byte: a half-hour-old one gives way at once.
+  @Test func aRecoveredUploadIsFirmOnlyForWhatIsLeftSinceItsLastByte() async throws {
+    let folder = try TemporaryFolder()
+    let store = try Self.store(folder.url)
+    let (old, recent) = (try Self.id(1), try Self.id(2))
+    for (id, age) in [(old, 1800.0), (recent, 60.0)] {
+      var record = Self.record(length: 1000, age: age)
+      record.offset = 100
+      try Self.make(store, id, length: 1000, written: 100, record: record)
+    }
+    let session = try await ResumeTests.start(root: folder.url, scope: .stagingRoot)
+    defer { Task { await session.stop() } }
+    let table = await session.server.resumeTable
+    let now = await session.server.clock.now
+    #expect(table.softReservations(now: now).map(\.id) == [old])
+    #expect(table.firmRemaining(now: now) == 900)
+    // Firm for the rest of its 10 minutes: 9 left (a few seconds of slack for a slow start).
+    #expect(table.firmRemaining(now: now + .seconds(530)) == 900)
+    #expect(table.softReservations(now: now + .seconds(541)).map(\.id) == [old, recent])
+  }
+
   /// A cancel removes the records before anything else: what a crash part-way leaves (partial
   /// files without their records) recovers to nothing, never to an upload read as stored.
   @Test func removingTheStoreTakesTheRecordsFirst() throws {

@@ -146,9 +146,22 @@ struct ResumableStore: Sendable {
     var record = record
     record.offset = Self.pausedOffset(size: size, length: record.length)
     record.boot = Self.bootID
-    record.updated = Date().timeIntervalSince1970
+    // `updated` is the time of the last byte: a record whose offset did not grow since the one
+    // on the disk keeps that one's time, so requests that bring nothing never keep an upload
+    // alive (nor, after a restart, its room firm).
+    if let previous = recordOnDisk(id), previous.offset >= record.offset {
+      record.updated = previous.updated
+    } else {
+      record.updated = Date().timeIntervalSince1970
+    }
     try write(record, to: recordPath(id), durably: true)
     return record.offset
+  }
+
+  /// The upload's record as the disk holds it now, if it can be read.
+  private func recordOnDisk(_ id: UploadID) -> Record? {
+    guard case .success(let (bytes, _)) = readRecord(id) else { return nil }
+    return try? JSONDecoder().decode(Record.self, from: Data(bytes))
   }
 
   private static func size(of fd: Int32) throws(SystemError) -> Int {

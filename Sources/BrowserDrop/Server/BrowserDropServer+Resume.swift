@@ -111,6 +111,8 @@ extension BrowserDropServer {
     else { return decision }
     let now = clock.now
     let firm = resumeTable.firmRemaining(excluding: id, now: now)
+    // Nothing to gain when it would not fit with every soft reservation gone: no sort then.
+    guard admission.fits(size, freeBytes: freeBytes, held: firm) else { return decision }
     let reservations = resumeTable.softReservations(excluding: id, now: now)
     let released = admission.reservationsToRelease(
       size: size, freeBytes: freeBytes, held: firm, softPending: reservations.map(\.bytes))
@@ -261,10 +263,11 @@ extension BrowserDropServer {
           forgottenIDs.append(forgotten)
         }
       } else {
-        // A restart is one more interruption: the room stays firm for a while after it.
+        // Firm for what is left of `firmReservation` since its last byte (`updated`), as if
+        // this session had seen the pause: a kiosk takes paused uploads up at every batch.
         resumeTable.recovered(
           id, path: path, length: record.length, offset: record.offset, expiresAt: expiresAt,
-          firmUntil: clock.now + ResumeTable.firmReservation)
+          firmUntil: clock.now + ResumeTable.firmReservation - age)
       }
     }
   }

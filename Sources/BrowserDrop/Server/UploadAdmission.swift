@@ -113,10 +113,8 @@ struct UploadAdmission {
   func reservationsToRelease(
     size: Int, freeBytes: Int?, held: Int = 0, softPending: [Int]
   ) -> Int {
-    guard let freeBytes else { return 0 }
-    let (taken, overflow) = inFlightRemaining.addingReportingOverflow(held)
-    let available = freeBytes.subtractingReportingOverflow(overflow ? .max : taken)
-    guard !available.overflow, fits(size, in: available.partialValue) else { return 0 }
+    guard let available = room(freeBytes: freeBytes, held: held), fits(size, in: available)
+    else { return 0 }
     // What the reservations from each index on add up to (at most `Int.max`); the last is 0.
     var kept = [Int](repeating: 0, count: softPending.count + 1)
     for index in softPending.indices.reversed() {
@@ -124,9 +122,26 @@ struct UploadAdmission {
       kept[index] = overflow ? .max : sum
     }
     return kept.firstIndex { reservation in
-      let (room, overflow) = available.partialValue.subtractingReportingOverflow(reservation)
+      let (room, overflow) = available.subtractingReportingOverflow(reservation)
       return !overflow && fits(size, in: room)
     } ?? 0
+  }
+
+  /// Whether an upload of `size` would fit in `freeBytes` beside what the uploads in flight
+  /// still have to write and `held` more (the firm reservations): with every soft one released.
+  /// `false` without a measurement.
+  func fits(_ size: Int, freeBytes: Int?, held: Int) -> Bool {
+    guard let available = room(freeBytes: freeBytes, held: held) else { return false }
+    return fits(size, in: available)
+  }
+
+  /// What `freeBytes` leaves beside the uploads in flight and `held`; `nil` without a
+  /// measurement, or when that is below what an `Int` holds.
+  private func room(freeBytes: Int?, held: Int) -> Int? {
+    guard let freeBytes else { return nil }
+    let (taken, overflow) = inFlightRemaining.addingReportingOverflow(held)
+    let available = freeBytes.subtractingReportingOverflow(overflow ? .max : taken)
+    return available.overflow ? nil : available.partialValue
   }
 
   /// What the uploads in flight still have to write.
