@@ -92,10 +92,11 @@ extension BrowserDropServer {
     }
   }
 
-  /// `admit`, counting the paused uploads' reservations (all but `id`'s) against free space,
-  /// softly: when the upload fits only without some of them, the fewest in the order they give
-  /// way (`ResumeTable.softReservations`, `UploadAdmission.reservationsToRelease`) are left
-  /// out, and released once it is admitted. Those uploads keep their bytes and ids; refused,
+  /// `admit`, counting the paused uploads' reservations (all but `id`'s) against free space.
+  /// Firm ones (`ResumeTable.firmReservation` after a paused upload's last byte) always count;
+  /// when the upload fits only without some soft ones, the fewest in the order they give way
+  /// (`ResumeTable.softReservations`, `UploadAdmission.reservationsToRelease`) are left out,
+  /// and released once it is admitted. Those uploads keep their bytes and ids; refused,
   /// nothing is released.
   private func admitReleasing(
     _ path: UploadPath, size: Int, freeBytes: Int?, excluding id: UploadID? = nil,
