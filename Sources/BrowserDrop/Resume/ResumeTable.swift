@@ -95,15 +95,22 @@ struct ResumeTable {
 
   /// The reservations of the paused uploads `counted` picks, summed without the order:
   /// admission asks on every upload, and the order is needed only when one would be refused.
-  private func reserved(excluding id: UploadID?, _ counted: (Entry) -> Bool) -> Int {
-    entries.reduce(0) { sum, item in
-      let entry = item.value
-      guard item.key != id, entry.hold == nil, entry.reserves, entry.length > entry.offset,
-        counted(entry)
-      else { return sum }
-      let (total, overflow) = sum.addingReportingOverflow(entry.length - entry.offset)
-      return overflow ? .max : total
+  private func reserved(excluding id: UploadID?, _ counted: @escaping (Entry) -> Bool) -> Int {
+    Self.total(reserving(excluding: id).filter { counted($0.value) }.map(Self.reservation))
+  }
+
+  /// The paused uploads that reserve room (`id`'s left out), lazily.
+  private func reserving(
+    excluding id: UploadID?
+  ) -> LazyFilterSequence<LazySequence<[UploadID: Entry]>.Elements> {
+    entries.lazy.filter { item in
+      item.key != id && item.value.hold == nil && item.value.reserves
+        && item.value.length > item.value.offset
     }
+  }
+
+  private static func reservation(_ item: (key: UploadID, value: Entry)) -> Reservation {
+    Reservation(id: item.key, bytes: item.value.length - item.value.offset)
   }
 
   /// The paused uploads' reservations (`id`'s left out) in the order they give way to an upload
@@ -112,21 +119,15 @@ struct ResumeTable {
   /// by id, so that the order is total. An upload arriving is not here (admission counts it,
   /// and never releases it), nor is a paused one whose reservation was released.
   func softReservations(excluding id: UploadID? = nil, now: Duration = .zero) -> [Reservation] {
-    entries
-      .filter { item in
-        item.key != id && item.value.hold == nil && item.value.reserves
-          && item.value.length > item.value.offset && item.value.isSoft(at: now)
-      }
+    reserving(excluding: id)
+      .filter { $0.value.isSoft(at: now) }
       .sorted(by: Self.givesWayFirst)
-      .map { Reservation(id: $0.key, bytes: $0.value.length - $0.value.offset) }
+      .map(Self.reservation)
   }
 
   /// What `reservations` add up to, at most `Int.max`.
   static func total(_ reservations: some Sequence<Reservation>) -> Int {
-    reservations.reduce(0) { sum, reservation in
-      let (total, overflow) = sum.addingReportingOverflow(reservation.bytes)
-      return overflow ? .max : total
-    }
+    reservations.reduce(0) { $0.addingSaturated($1.bytes) }
   }
 
   /// Whether `a` gives way before `b`: `offset / length` compared as `offset × other length`,

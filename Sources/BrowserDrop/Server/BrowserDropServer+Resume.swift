@@ -118,10 +118,9 @@ extension BrowserDropServer {
     let released = admission.reservationsToRelease(
       size: size, freeBytes: freeBytes, held: firm, softPending: reservations.map(\.bytes))
     guard released > 0 else { return decision }
-    let (kept, overflow) = firm.addingReportingOverflow(
-      ResumeTable.total(reservations.dropFirst(released)))
     let retried = admit(
-      path, size: size, freeBytes: freeBytes, alsoPending: overflow ? .max : kept,
+      path, size: size, freeBytes: freeBytes,
+      alsoPending: firm.addingSaturated(ResumeTable.total(reservations.dropFirst(released))),
       continuing: continuing)
     if case .accepted = retried {
       resumeTable.releaseReservations(reservations.prefix(released).map(\.id))

@@ -71,8 +71,7 @@ struct UploadAdmission {
     alsoPending: Int = 0, continuing: Continuation? = nil
   ) -> Decision {
     if let conflict { return .refuse(conflict) }
-    let (sum, overflow) = inFlightRemaining.addingReportingOverflow(alsoPending)
-    let pending = overflow ? Int.max : sum
+    let pending = inFlightRemaining.addingSaturated(alsoPending)
     if let freeBytes {
       freeSpace.record(freeBytes, at: now)
       if !fits(size, in: freeBytes - pending) { return .refuse(Refusal(.insufficientStorage)) }
@@ -118,8 +117,7 @@ struct UploadAdmission {
     // What the reservations from each index on add up to (at most `Int.max`); the last is 0.
     var kept = [Int](repeating: 0, count: softPending.count + 1)
     for index in softPending.indices.reversed() {
-      let (sum, overflow) = kept[index + 1].addingReportingOverflow(softPending[index])
-      kept[index] = overflow ? .max : sum
+      kept[index] = kept[index + 1].addingSaturated(softPending[index])
     }
     return kept.firstIndex { reservation in
       let (room, overflow) = available.subtractingReportingOverflow(reservation)
@@ -139,8 +137,7 @@ struct UploadAdmission {
   /// measurement, or when that is below what an `Int` holds.
   private func room(freeBytes: Int?, held: Int) -> Int? {
     guard let freeBytes else { return nil }
-    let (taken, overflow) = inFlightRemaining.addingReportingOverflow(held)
-    let available = freeBytes.subtractingReportingOverflow(overflow ? .max : taken)
+    let available = freeBytes.subtractingReportingOverflow(inFlightRemaining.addingSaturated(held))
     return available.overflow ? nil : available.partialValue
   }
 
