@@ -33,7 +33,7 @@ struct KioskSMBTests {
     _ folder: TemporaryFolder, base: URL, smbPort: Int, duringForward: Bool
   ) async throws {
     let command = try KioskTests.start(
-      folder, quietPeriod: "0.5", ["--to", "smb://127.0.0.1:\(smbPort)/guest/intake"])
+      folder, quietPeriod: "3", ["--to", "smb://127.0.0.1:\(smbPort)/guest/intake"])
     defer { Task { await command.stop() } }
     let port = try await command.listeningPort()
     var sources: [String: URL] = [:]

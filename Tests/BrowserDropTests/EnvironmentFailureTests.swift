@@ -6,13 +6,22 @@ import Testing
 /// in a process of its own (BrowserDropFaultHost), since the failure would reach every other
 /// test sharing this process's descriptor table or event loop.
 @Suite struct EnvironmentFailureTests {
+  /// Runs the fault host in `mode`, again (up to 3 runs in all) when libdispatch rather than the
+  /// library ended it while it held every descriptor (exit status 75; see the host's
+  /// `reportTrapsInsideDispatch`).
   private func runHost(_ mode: String) async throws -> ChildProcess.Captured {
-    let staging = FileManager.default.temporaryDirectory.appending(
-      path: "browserdrop-fault-\(UUID().uuidString)")
-    defer { try? FileManager.default.removeItem(at: staging) }
-    return try await ChildProcess.capture(
-      ChildProcess.product("BrowserDropFaultHost").path, [mode, staging.path],
-      environment: ProcessInfo.processInfo.environment, timeout: .seconds(120))
+    var run: ChildProcess.Captured
+    var attempts = 0
+    repeat {
+      attempts += 1
+      let staging = FileManager.default.temporaryDirectory.appending(
+        path: "browserdrop-fault-\(UUID().uuidString)")
+      defer { try? FileManager.default.removeItem(at: staging) }
+      run = try await ChildProcess.capture(
+        ChildProcess.product("BrowserDropFaultHost").path, [mode, staging.path],
+        environment: ProcessInfo.processInfo.environment, timeout: .seconds(120))
+    } while run.termination == .exited(75) && attempts < 3
+    return run
   }
 
   @Test func startWithoutDescriptorsThrowsAtEachStepThenSucceeds() async throws {
