@@ -50,6 +50,7 @@ func runCommand(_ options: CommandOptions) async -> Never {
   // A file size limit (RLIMIT_FSIZE, systemd's LimitFSIZE=) fails the write that passes it with
   // EFBIG, which the upload answers as write_failed, instead of killing the whole process.
   signal(SIGXFSZ, SIG_IGN)
+  OpenFileLimit.raise()
   let style = options.outputStyle(standardOutputIsTerminal: isatty(STDOUT_FILENO) == 1)
   let display = ReporterFactory.make(style: style, drawsQRCode: options.drawsQRCode)
   // systemd notify, the watchdog and --metrics watch every report (Operations/).
