@@ -53,7 +53,10 @@
   X(getFunctionLseek)                                                                            \
   X(getFunctionClose)                                                                            \
   X(getFunctionRename)                                                                           \
-  X(getFunctionUnlink)
+  X(getFunctionUnlink)                                                                            \
+  X(getFunctionOpendir)                                                                          \
+  X(getFunctionReaddir)                                                                          \
+  X(getFunctionClosedir)
 
 struct functions {
 #define CBD_FIELD(name) __typeof__(smbc_##name) *name;
@@ -204,6 +207,18 @@ smbc_rename_fn cbd_smbc_getFunctionRename(SMBCCTX *context) {
 
 smbc_unlink_fn cbd_smbc_getFunctionUnlink(SMBCCTX *context) {
   return smbc.getFunctionUnlink(context);
+}
+
+smbc_opendir_fn cbd_smbc_getFunctionOpendir(SMBCCTX *context) {
+  return smbc.getFunctionOpendir(context);
+}
+
+smbc_readdir_fn cbd_smbc_getFunctionReaddir(SMBCCTX *context) {
+  return smbc.getFunctionReaddir(context);
+}
+
+smbc_closedir_fn cbd_smbc_getFunctionClosedir(SMBCCTX *context) {
+  return smbc.getFunctionClosedir(context);
 }
 
 /* ---- A second writer in a child process (see cbd_smbc_fork_writer in the header). ---- */

@@ -117,6 +117,35 @@ struct MarkerTests {
     #expect(report.files.map(\.destination) == ["x.txt"])
     #expect(report.possibleLeftovers.isEmpty)
   }
+
+  /// A marker whose run's next delivery found it still held (the server had not yet closed a
+  /// killed run's connection) is forgotten with that delivery's manifest; a later delivery
+  /// into the same root, by any kiosk, removes it once released. A run still holding its
+  /// marker keeps it: the server refuses its removal. Names that only look like markers stay.
+  @Test func aDeliveryRemovesReleasedMarkersAndLeavesHeldOnes() async throws {
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let server = try TestSMBServer.fromEnvironment()
+    let name = uniqueName("sweep")
+    let destination = try server.destination("guest", name)
+    let share = server.directory("guest/\(name)")
+    let held = [NameRules.markerName()]
+    let stale = [NameRules.markerName()]
+    let holding = try await SMBFileSystem.connect(to: destination)
+    try await holding.holdMarker(held)
+    let killed = try await SMBFileSystem.connect(to: destination)
+    try await killed.holdMarker(stale)
+    await killed.close(releasingMarker: false)
+    let lookalike = ".browserdrop-not-a-run.live"
+    try Data().write(to: share.appending(path: lookalike))
+
+    let batch = try scratch.folder("batch", ["x.txt": Data("delivered".utf8)])
+    _ = try await Forwarder().forward(folder: batch, to: destination)
+    let names = try FileManager.default.contentsOfDirectory(atPath: share.path).sorted()
+    #expect(names == [held[0], lookalike, "x.txt"].sorted())
+    await holding.close()
+    #expect(!FileManager.default.fileExists(atPath: share.appending(path: held[0]).path))
+  }
 }
 
 /// smbd checks that a rename's target is free and then renames: two steps, so another writer's

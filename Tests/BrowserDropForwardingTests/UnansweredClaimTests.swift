@@ -62,6 +62,9 @@ struct UnansweredClaimTests {
       try await local.isReleased(marker: path)
     }
     func removeMarker(_ path: RelativePath) async { await local.removeMarker(path) }
+    func removeReleasedMarkers(except own: RelativePath?) async {
+      await local.removeReleasedMarkers(except: own)
+    }
     func removeQuietly(_ path: RelativePath) async { await local.removeQuietly(path) }
     func sha256(at path: RelativePath) async throws -> [UInt8] {
       try await local.sha256(at: path)

@@ -85,6 +85,13 @@ protocol DestinationFileSystem: Sendable {
   /// Removes an earlier run's marker, ignoring failures; while another handle is open on it
   /// (its connection ending, or still held) the server refuses, and it may wait a moment.
   func removeMarker(_ path: RelativePath) async
+  /// Tries once to remove every marker in the destination's root folder but `own`, whatever
+  /// run (of this kiosk or another) made it, ignoring failures. A marker its run still holds is
+  /// refused (its handle does not share deletion), so only released ones go: those that their
+  /// own runs' next deliveries could not remove because the server had not yet closed the
+  /// handle (a killed run, a lost connection). A later ``isReleased(marker:)`` of a removed one
+  /// finds nothing there, which says "released", as it would have before.
+  func removeReleasedMarkers(except own: RelativePath?) async
   /// Removes a file, ignoring failures: used to clean up after an error.
   func removeQuietly(_ path: RelativePath) async
   /// The SHA-256 digest of a file, read back from the destination.

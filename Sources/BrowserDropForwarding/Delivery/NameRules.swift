@@ -89,6 +89,15 @@ enum NameRules {
     ".browserdrop-" + attemptID() + ".live"
   }
 
+  /// Whether `name` has the form of a run's marker (``markerName()``).
+  static func isMarkerName(_ name: String) -> Bool {
+    let prefix = ".browserdrop-"
+    let suffix = ".live"
+    guard name.hasPrefix(prefix), name.hasSuffix(suffix) else { return false }
+    let id = name.dropFirst(prefix.count).dropLast(suffix.count)
+    return id.count == 16 && id.allSatisfy(\.isHexDigit)
+  }
+
   /// The temporary name versions before attempts used, fixed per source path (FNV-1a), which a
   /// resume of their manifests needs to recognise.
   static func legacyTemporaryName(for source: String) -> String {

@@ -288,6 +288,9 @@ struct LocalFileSystem: DestinationFileSystem {
 
   func removeMarker(_ path: RelativePath) async { await removeQuietly(path) }
 
+  /// Nothing to do: no local run makes a marker.
+  func removeReleasedMarkers(except own: RelativePath?) async {}
+
   func close(releasingMarker: Bool) async {}
 
   // MARK: Source files (shared with the SMB destination)

@@ -270,6 +270,23 @@ final class SMBContext: @unchecked Sendable {
     }
   }
 
+  /// The names of the files (not folders) in the folder at `path`, by `smbc_opendir` and
+  /// `smbc_readdir`.
+  func fileNames(in path: RelativePath) throws(SystemError) -> [String] {
+    guard let folder = cbd_smbc_getFunctionOpendir(context)!(context, url(path)) else {
+      throw SystemError.last("smbc_opendir")
+    }
+    defer { _ = cbd_smbc_getFunctionClosedir(context)!(context, folder) }
+    let nameOffset = MemoryLayout<smbc_dirent>.offset(of: \.name)!
+    var names: [String] = []
+    while let entry = cbd_smbc_getFunctionReaddir(context)!(context, folder) {
+      guard entry.pointee.smbc_type == UInt32(SMBC_FILE) else { continue }
+      let name = (UnsafeRawPointer(entry) + nameOffset).assumingMemoryBound(to: CChar.self)
+      names.append(String(cString: name))
+    }
+    return names
+  }
+
   /// Ends the connection and frees the context.
   func free() {
     cbd_smbc_free_context(context, 1)

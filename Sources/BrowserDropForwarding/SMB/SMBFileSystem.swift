@@ -274,6 +274,15 @@ struct SMBFileSystem: DestinationFileSystem {
     }
   }
 
+  func removeReleasedMarkers(except own: RelativePath?) async {
+    _ = await DedicatedThread.smb.run { [context, root] in
+      guard let names = try? context.fileNames(in: root) else { return }
+      for name in names where NameRules.isMarkerName(name) && [name] != own {
+        try? context.unlink(root + [name])
+      }
+    }
+  }
+
   func removeQuietly(_ path: RelativePath) async {
     _ = await DedicatedThread.smb.run { [context, root] in try? context.unlink(root + path) }
   }

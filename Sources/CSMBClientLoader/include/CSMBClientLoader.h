@@ -100,6 +100,12 @@ smbc_close_fn cbd_smbc_getFunctionClose(SMBCCTX *context);
 smbc_rename_fn cbd_smbc_getFunctionRename(SMBCCTX *context);
 /// smbc_getFunctionUnlink: `context`'s unlink.
 smbc_unlink_fn cbd_smbc_getFunctionUnlink(SMBCCTX *context);
+/// smbc_getFunctionOpendir: `context`'s opendir.
+smbc_opendir_fn cbd_smbc_getFunctionOpendir(SMBCCTX *context);
+/// smbc_getFunctionReaddir: `context`'s readdir.
+smbc_readdir_fn cbd_smbc_getFunctionReaddir(SMBCCTX *context);
+/// smbc_getFunctionClosedir: `context`'s closedir.
+smbc_closedir_fn cbd_smbc_getFunctionClosedir(SMBCCTX *context);
 
 /* ---- A second writer in a child process ----
    libsmbclient is not thread-safe even with one context per thread, and smbc_write has one
