@@ -784,6 +784,18 @@
           scheduleRender();
           return;
         }
+        if (response.headers.get('Upload-Space') === 'insufficient') {
+          // The rest doesn't fit on the device now (every engine learns it here: Firefox and
+          // WebKit see a PATCH refused with 507 as a dropped connection). What arrived stays;
+          // Retry asks again.
+          release(item, ticket);
+          item.needsCheck = true;
+          item.droppedConnections = 0;
+          fail(item, 'notEnoughSpace', true);
+          pump();
+          scheduleRender();
+          return;
+        }
         transmit(item, 'PATCH', offset);
         return;
       }

@@ -91,8 +91,9 @@ nonisolated(unsafe) var previousIllegalInstructionAction = sigaction()
 /// signal handler can only compare numbers.
 nonisolated(unsafe) var dispatchCode: [(UInt, UInt)] = []
 
-/// Turns a trap inside libdispatch into exit status 75 and a line on standard error; any other
-/// trap (the library's, the Swift runtime's) crashes as before.
+/// Turns a trap inside libdispatch while the process is out of descriptors into exit status 75
+/// and a line on standard error; any other trap (the library's, the Swift runtime's,
+/// libdispatch's with descriptors to spare) crashes as before.
 ///
 /// libdispatch's thread-pool monitor on Linux opens `/proc/<tid>/stat` of each worker once a
 /// second while a global queue has work waiting, and ends the process when that open fails
@@ -112,14 +113,23 @@ func reportTrapsInsideDispatch() {
   }
   var action = sigaction()
   action.__sigaction_handler.sa_sigaction = { _, info, _ in
+    // A fault (si_code > 0; a SIGILL sent by a process has none) inside libdispatch's code, with
+    // no descriptor left: the monitor's failed open.
+    let sent = (info?.pointee.si_code ?? 0) <= 0
     let address = UInt(bitPattern: info?.pointee._sifields._sigfault.si_addr)
-    if dispatchCode.contains(where: { $0.0 <= address && address < $0.1 }) {
-      let line: StaticString = "trap inside libdispatch while out of descriptors\n"
-      _ = write(2, line.utf8Start, line.utf8CodeUnitCount)
-      _exit(75)
+    if !sent, dispatchCode.contains(where: { $0.0 <= address && address < $0.1 }) {
+      let probe = open("/dev/null", O_RDONLY | O_CLOEXEC)
+      if probe < 0, errno == EMFILE {
+        let line: StaticString = "trap inside libdispatch while out of descriptors\n"
+        _ = write(2, line.utf8Start, line.utf8CodeUnitCount)
+        _exit(75)
+      }
+      if probe >= 0 { close(probe) }
     }
-    // Not dispatch's: the instruction traps again on return, under the action it had.
+    // Not that trap: under the action it had, the instruction traps again on return; a signal
+    // sent is sent again.
     sigaction(SIGILL, &previousIllegalInstructionAction, nil)
+    if sent { raise(SIGILL) }
   }
   action.sa_flags = SA_SIGINFO
   sigaction(SIGILL, &action, &previousIllegalInstructionAction)

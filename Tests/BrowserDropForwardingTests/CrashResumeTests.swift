@@ -30,7 +30,7 @@ struct CrashResumeTests {
       _ = try await Forwarder.stopping(at: .installingRecorded).forward(
         folder: batch, to: destination)
     }
-    let report = try await Self.forwardAgain(batch, to: destination)
+    let report = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
 
     let found = try contents(of: folder)
     #expect(found == ["x.txt": Data(), "x 2.txt": second], "\(found.keys.sorted())")
@@ -40,26 +40,6 @@ struct CrashResumeTests {
       report.possibleLeftovers
         == (place == .smb ? [.init(source: "x.txt", path: "x.txt", reason: .claimNotRecorded)] : [])
     )
-  }
-
-  /// Forwards `batch` again as a restarted kiosk does, trying again (up to 10 s) while the
-  /// folder is busy, as the kiosk's backoff would: a process this test process starts at that
-  /// moment (`posix_spawn` here, or a claim child's `fork`) holds a copy of every descriptor,
-  /// the folder's lock too, until its `exec` or `close_range`. Seen in 1 of 8 runs of this
-  /// suite, the holder a child not yet past its `exec`.
-  static func forwardAgain(
-    _ batch: URL, to destination: any Destination
-  ) async throws -> ForwardReport {
-    let deadline = ContinuousClock.now + .seconds(10)
-    while true {
-      do {
-        return try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
-      } catch let failure as ForwardFailure
-        where failure.kind == .folderBusy && ContinuousClock.now < deadline
-      {
-        try await Task.sleep(for: .milliseconds(50))
-      }
-    }
   }
 
   /// Where a kill ends a delivery after the final name is taken and before the manifest says
@@ -95,7 +75,7 @@ struct CrashResumeTests {
         contentsOf: batch.appendingPathComponent(Manifest.fileName), encoding: .utf8)
       #expect(records.contains(#""state":"claimed""#), "\(records)")
     }
-    let report = try await Self.forwardAgain(batch, to: destination)
+    let report = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
 
     let found = try contents(of: folder)
     #expect(found == files, "\(found.keys.sorted())")
@@ -119,7 +99,7 @@ struct CrashResumeTests {
     await #expect(throws: SimulatedCrash.self) {
       _ = try await crashing.forward(folder: batch, to: destination)
     }
-    let report = try await Self.forwardAgain(batch, to: destination)
+    let report = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
 
     let found = try contents(of: folder)
     #expect(found == ["x.txt": Data(), "x 2.txt": Data("ex".utf8)], "\(found.keys.sorted())")
@@ -200,7 +180,7 @@ struct CrashResumeTests {
     let records = try String(
       contentsOf: batch.appendingPathComponent(Manifest.fileName), encoding: .utf8)
     let late = try contents(of: share)
-    let report = try await Self.forwardAgain(batch, to: destination)
+    let report = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
     let found = try contents(of: share)
     try await LoopbackSMB.run("down", base: base, port: port)
     var expected = files
@@ -278,7 +258,7 @@ struct CrashResumeTests {
       _ = try await stopping.forward(folder: batch, to: destination)
     }
     try await LoopbackSMB.run("up", base: base, port: port)
-    let report = try await Self.forwardAgain(batch, to: destination)
+    let report = try await Forwarder().forward(folder: batch, to: destination, verify: .sha256)
     let found = try contents(of: own.directory("guest").appendingPathComponent("lost"))
     try await LoopbackSMB.run("down", base: base, port: port)
     #expect(found == files, "\(found.keys.sorted())")

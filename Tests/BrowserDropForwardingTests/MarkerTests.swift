@@ -120,8 +120,9 @@ struct MarkerTests {
 
   /// A marker whose run's next delivery found it still held (the server had not yet closed a
   /// killed run's connection) is forgotten with that delivery's manifest; a later delivery
-  /// into the same root, by any kiosk, removes it once released. A run still holding its
-  /// marker keeps it: the server refuses its removal. Names that only look like markers stay.
+  /// into the same root removes it once released: the first one of a process lists the root,
+  /// later ones try again what they found held. A run still holding its marker keeps it (the
+  /// server refuses its removal). Names that only look like markers stay.
   @Test func aDeliveryRemovesReleasedMarkersAndLeavesHeldOnes() async throws {
     let scratch = try Scratch()
     defer { scratch.remove() }
@@ -130,21 +131,27 @@ struct MarkerTests {
     let destination = try server.destination("guest", name)
     let share = server.directory("guest/\(name)")
     let held = [NameRules.markerName()]
-    let stale = [NameRules.markerName()]
+    let left = [NameRules.markerName()]
     let holding = try await SMBFileSystem.connect(to: destination)
     try await holding.holdMarker(held)
-    let killed = try await SMBFileSystem.connect(to: destination)
-    try await killed.holdMarker(stale)
-    await killed.close(releasingMarker: false)
-    let lookalike = ".browserdrop-not-a-run.live"
+    // A run that ended without removing its marker (as a kill leaves it, released at once
+    // here rather than when smbd tears the connection down).
+    let ended = try await SMBFileSystem.connect(to: destination)
+    try await ended.holdMarker(left)
+    await ended.close(releasingMarker: false)
+    let lookalike = ".browserdrop-00000000000000AB.live"
     try Data().write(to: share.appending(path: lookalike))
+    let names = { try FileManager.default.contentsOfDirectory(atPath: share.path).sorted() }
 
-    let batch = try scratch.folder("batch", ["x.txt": Data("delivered".utf8)])
-    _ = try await Forwarder().forward(folder: batch, to: destination)
-    let names = try FileManager.default.contentsOfDirectory(atPath: share.path).sorted()
-    #expect(names == [held[0], lookalike, "x.txt"].sorted())
-    await holding.close()
-    #expect(!FileManager.default.fileExists(atPath: share.appending(path: held[0]).path))
+    let first = try scratch.folder("first", ["x.txt": Data("delivered".utf8)])
+    _ = try await Forwarder().forward(folder: first, to: destination)
+    #expect(try names() == [held[0], lookalike, "x.txt"].sorted())
+
+    // Its holder lets go without removing it; the next delivery (no listing now) removes it.
+    await holding.close(releasingMarker: false)
+    let second = try scratch.folder("second", ["y.txt": Data("also".utf8)])
+    _ = try await Forwarder().forward(folder: second, to: destination)
+    #expect(try names() == [lookalike, "x.txt", "y.txt"].sorted())
   }
 }
 

@@ -61,9 +61,9 @@ struct UnansweredClaimTests {
     func isReleased(marker path: RelativePath) async throws -> Bool {
       try await local.isReleased(marker: path)
     }
-    func removeMarker(_ path: RelativePath) async { await local.removeMarker(path) }
-    func removeReleasedMarkers(except own: RelativePath?) async {
-      await local.removeReleasedMarkers(except: own)
+    func removeMarker(_ path: RelativePath) async -> Bool { await local.removeMarker(path) }
+    func removeReleasedMarkers(except own: RelativePath?, stillHeld: [RelativePath]) async {
+      await local.removeReleasedMarkers(except: own, stillHeld: stillHeld)
     }
     func removeQuietly(_ path: RelativePath) async { await local.removeQuietly(path) }
     func sha256(at path: RelativePath) async throws -> [UInt8] {

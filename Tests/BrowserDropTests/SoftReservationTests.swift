@@ -157,9 +157,10 @@ extension SoftReservationTests {
     #expect(try await further.offset() == 1 << 20)
   }
 
-  /// Paused uploads whose reservations were released: HEAD answers as before; a PATCH that has
-  /// room completes, one that has not gets 507 with where the upload stands, and one resumed
-  /// and cut off again reserves again.
+  /// Paused uploads whose reservations were released: HEAD answers as before, adding
+  /// `Upload-Space: insufficient` while the rest would not fit; a PATCH that has room completes,
+  /// one that has not gets 507 with where the upload stands, and one resumed and cut off again
+  /// reserves again.
   @Test func aReleasedUploadStillStandsAndResumesWhenThereIsRoom() async throws {
     let gib = Self.gib
     let mib = 1 << 20
@@ -182,10 +183,12 @@ extension SoftReservationTests {
     #expect(smallHead.status == 204)
     #expect(smallHead.headers["upload-offset"] == "0")
     #expect(smallHead.headers["upload-length"] == String(2 * mib))
+    #expect(smallHead.headers["upload-space"] == nil, "2 MiB fit beside the 12 GiB")
     let bigHead = try await big.head()
     #expect(bigHead.status == 204)
     #expect(bigHead.headers["upload-offset"] == String(mib))
     #expect(bigHead.headers["upload-length"] == String(10 * gib))
+    #expect(bigHead.headers["upload-space"] == "insufficient", "\(bigHead.headers)")
 
     // Beside the 12 GiB arriving, the big one's rest does not fit: 507, saying where it stands.
     let short = try await big.exchange(big.patchHead(offset: mib, length: 10 * gib - mib), [])
@@ -210,6 +213,7 @@ extension SoftReservationTests {
         }
       }
     }
+    #expect(try await big.head().headers["upload-space"] == nil, "room again")
     let before = await pauses.pausedCount
     let resumed = try await RawClient.connect(port: session.port)
     try await resumed.send(

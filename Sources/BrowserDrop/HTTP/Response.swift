@@ -53,10 +53,12 @@ enum Response {
   }
 
   /// The answer to `HEAD /upload`: `204` with where the upload stands. `Upload-Offset` counts
-  /// only bytes that are on the disk.
-  static func uploadState(offset: Int, length: Int) -> [UInt8] {
+  /// only bytes that are on the disk. `Upload-Space: insufficient` when `restFits` is false: a
+  /// PATCH of the rest would get `507` now.
+  static func uploadState(offset: Int, length: Int, restFits: Bool = true) -> [UInt8] {
     Array(
       ("HTTP/1.1 204 No Content\r\nUpload-Offset: \(offset)\r\nUpload-Length: \(length)\r\n"
+        + (restFits ? "" : "Upload-Space: insufficient\r\n")
         + "Cache-Control: no-store\r\nConnection: close\r\nX-Content-Type-Options: nosniff\r\n"
         + "Referrer-Policy: no-referrer\r\n\r\n").utf8)
   }

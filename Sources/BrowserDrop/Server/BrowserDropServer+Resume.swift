@@ -26,6 +26,15 @@ extension BrowserDropServer {
     }
   }
 
+  /// Whether the `bytes` that paused upload `id` still has to send fit in `freeBytes` (a fresh
+  /// measurement) now, as its PATCH's admission would count them: beside the uploads in
+  /// flight, the other paused uploads' firm reservations (soft ones would give way) and
+  /// `reservedFreeSpace`.
+  func restFits(of id: UploadID, bytes: Int, freeBytes: Int) -> Bool {
+    admission.fits(
+      bytes, freeBytes: freeBytes, held: resumeTable.firmRemaining(excluding: id, now: clock.now))
+  }
+
   /// Decides a resumable POST or PATCH; `hold` becomes the request's hold on the upload.
   func admitResumable(
     _ request: RequestPolicy.UploadRequest, hold: UploadHold, freeBytes: Int?

@@ -192,8 +192,18 @@ struct Connection {
   ) async {
     switch await server.standing(of: id, path: path) {
     case .success(let standing):
+      // Paused: say when the rest would not fit now. A browser that reads an answer only after
+      // sending its whole body (Firefox, WebKit) sees a PATCH refused with 507 as a dropped
+      // connection, and asks HEAD next: this is how it learns the reason.
+      var restFits = true
+      if standing.offset < standing.length {
+        let freeBytes = await services.measureFreeBytes()
+        restFits = await server.restFits(
+          of: id, bytes: standing.length - standing.offset, freeBytes: freeBytes)
+      }
       try? await socket.write(
-        Response.uploadState(offset: standing.offset, length: standing.length),
+        Response.uploadState(
+          offset: standing.offset, length: standing.length, restFits: restFits),
         deadline: idleTimeout.fromNow)
       await closeGracefully()
     case .failure(let refusal):

@@ -362,13 +362,15 @@ struct DeliveryRun {
 
   /// Removes the markers of earlier runs of this folder once it is delivered: each is that
   /// run's alone. One still held open (a connection the server has not closed yet) is refused
-  /// and stays; it goes at a later delivery into the same root, this kiosk's or another's,
-  /// once released: each ends by removing every released marker it finds there.
+  /// and stays; it goes at a later delivery of this process into the same root, once released
+  /// (``DestinationFileSystem/removeReleasedMarkers(except:stillHeld:)``), or at the first
+  /// delivery into it of a later process, this kiosk's or another's.
   mutating func removeEarlierMarkers() async {
+    var stillHeld: [RelativePath] = []
     for path in manifest.markers where path != marker {
-      await fileSystem.removeMarker(path)
+      if await !fileSystem.removeMarker(path) { stillHeld.append(path) }
     }
-    await fileSystem.removeReleasedMarkers(except: marker)
+    await fileSystem.removeReleasedMarkers(except: marker, stillHeld: stillHeld)
   }
 
   /// How the test seams want this claim made.
@@ -664,14 +666,14 @@ struct DeliveryRun {
   }
 
   /// Whether no connection holds `marker` open any more; a look-up that fails says no. Asked
-  /// up to three times, 100 ms apart: another delivery removing released markers
-  /// (``DestinationFileSystem/removeReleasedMarkers(except:)``) holds this one open for a
-  /// moment, which would otherwise read as held.
+  /// up to three times, 100 ms and then 400 ms apart: another delivery removing released
+  /// markers (``DestinationFileSystem/removeReleasedMarkers(except:stillHeld:)``) holds this
+  /// one open for a moment, which would otherwise read as held.
   private mutating func isReleased(_ marker: RelativePath) async -> Bool {
     if releasedMarkers.contains(marker) { return true }
-    for look in 0..<3 {
-      if look > 0 {
-        do { try await Task.sleep(for: .milliseconds(100)) } catch { return false }
+    for pause in [Duration.zero, .milliseconds(100), .milliseconds(400)] {
+      if pause > .zero {
+        do { try await Task.sleep(for: pause) } catch { return false }
       }
       if (try? await fileSystem.isReleased(marker: marker)) == true {
         releasedMarkers.insert(marker)

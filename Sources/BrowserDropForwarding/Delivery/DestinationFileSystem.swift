@@ -82,16 +82,21 @@ protocol DestinationFileSystem: Sendable {
   /// readers only is granted, or nothing is there (the run that made it removed it after its
   /// last request was answered, or was stopped before creating it).
   func isReleased(marker path: RelativePath) async throws -> Bool
-  /// Removes an earlier run's marker, ignoring failures; while another handle is open on it
-  /// (its connection ending, or still held) the server refuses, and it may wait a moment.
-  func removeMarker(_ path: RelativePath) async
-  /// Tries once to remove every marker in the destination's root folder but `own`, whatever
-  /// run (of this kiosk or another) made it, ignoring failures. A marker its run still holds is
-  /// refused (its handle does not share deletion), so only released ones go: those that their
-  /// own runs' next deliveries could not remove because the server had not yet closed the
-  /// handle (a killed run, a lost connection). A later ``isReleased(marker:)`` of a removed one
-  /// finds nothing there, which says "released", as it would have before.
-  func removeReleasedMarkers(except own: RelativePath?) async
+  /// Removes an earlier run's marker; while another handle is open on it (its connection
+  /// ending, or still held) the server refuses, and it may wait a moment. False when it is
+  /// still there.
+  func removeMarker(_ path: RelativePath) async -> Bool
+  /// Removes the markers in the destination's root folder that no run holds any more, whatever
+  /// run (of this kiosk or another) made them, but `own`: `stillHeld` (earlier runs' markers
+  /// ``removeMarker(_:)`` could not remove), the ones an earlier delivery of this process into
+  /// the same root found held, and, at the first delivery of the process into it, every marker
+  /// a listing of the root finds (left by earlier processes). One try each, failures ignored;
+  /// one still held is tried again at the next delivery. A marker its run holds refuses
+  /// deletion (its handle does not share it), so only released ones go: those that their own
+  /// runs' next deliveries could not remove because the server had not yet closed the handle
+  /// (a killed run, a lost connection). A later ``isReleased(marker:)`` of a removed one finds
+  /// nothing there, which says "released", as it would have before.
+  func removeReleasedMarkers(except own: RelativePath?, stillHeld: [RelativePath]) async
   /// Removes a file, ignoring failures: used to clean up after an error.
   func removeQuietly(_ path: RelativePath) async
   /// The SHA-256 digest of a file, read back from the destination.

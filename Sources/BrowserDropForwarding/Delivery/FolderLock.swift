@@ -10,16 +10,27 @@ import Synchronization
 ///
 /// Two parts: a registry of the folders this process is delivering (two `Forwarder`s in one
 /// process), and an `flock(LOCK_EX | LOCK_NB)` on a lock file of its own in the folder (other
-/// processes). The second delivery fails at once (``ForwardFailure/Kind/folderBusy``), never
-/// waits. The kernel releases the `flock` when its process ends, also by `kill -9`, so a dead
-/// delivery never blocks the next one. Where the folder's file system has no `flock`, only the
-/// registry holds.
+/// processes). A second delivery in this process fails at once
+/// (``ForwardFailure/Kind/folderBusy``); a lock held elsewhere is tried again for up to
+/// ``busyWait`` first, since a process the host starts holds a copy of every descriptor until
+/// its `exec` (`posix_spawn`, `fork`), the lock file's too, and with it the lock: a delivery
+/// that just ended can look busy for that moment. The kernel releases the `flock` when its
+/// process ends, also by `kill -9`, so a dead delivery never blocks the next one. Where the
+/// folder's file system has no `flock`, only the registry holds.
 struct FolderLock: ~Copyable {
   /// The lock file's name in the folder; it is never forwarded and goes with the folder.
   static let fileName = ".browserdrop-lock"
 
   /// The folders this process is delivering.
   private static let busy = Mutex(Set<String>())
+
+  /// How long a lock held by another open file description is tried again before the
+  /// delivery fails with `folderBusy`: a child process between its `fork` and its `exec` (seen
+  /// for over a second on a loaded machine) is not a delivery.
+  static let busyWait = Duration.seconds(5)
+
+  /// The pause between two tries.
+  static let busyRetryInterval = Duration.milliseconds(25)
 
   private let folder: String
   private let descriptor: Int32
@@ -28,7 +39,22 @@ struct FolderLock: ~Copyable {
   static func acquire(_ folder: String) async throws -> FolderLock {
     let taken = busy.withLock { $0.insert(folder).inserted }
     guard taken else { throw Self.busyFailure(folder) }
-    let descriptor = await DedicatedThread.localIO.run { () -> Int32? in
+    let deadline = ContinuousClock.now + busyWait
+    while true {
+      if let descriptor = await tryLocking(folder) {
+        return FolderLock(folder: folder, descriptor: descriptor)
+      }
+      guard ContinuousClock.now < deadline, !Task.isCancelled else { break }
+      try? await Task.sleep(for: busyRetryInterval)
+    }
+    release(folder)
+    throw Self.busyFailure(folder)
+  }
+
+  /// Opens the lock file and takes its `flock`: the descriptor (-1 without a lock file), or
+  /// `nil` while another open file description holds the lock.
+  private static func tryLocking(_ folder: String) async -> Int32? {
+    await DedicatedThread.localIO.run { () -> Int32? in
       let file = Glibc.open(folder + "/" + fileName, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
       // No lock file (a missing or read-only folder): the scan says what is wrong.
       guard file >= 0 else { return -1 }
@@ -42,11 +68,6 @@ struct FolderLock: ~Copyable {
       }
       return file
     }
-    guard let descriptor else {
-      release(folder)
-      throw Self.busyFailure(folder)
-    }
-    return FolderLock(folder: folder, descriptor: descriptor)
   }
 
   private init(folder: String, descriptor: Int32) {

@@ -89,13 +89,19 @@ enum NameRules {
     ".browserdrop-" + attemptID() + ".live"
   }
 
-  /// Whether `name` has the form of a run's marker (``markerName()``).
+  /// Whether `name` has the form of a run's marker (``markerName()``): the prefix, 16 ASCII
+  /// digits or lowercase letters a–f, the suffix, byte for byte.
   static func isMarkerName(_ name: String) -> Bool {
-    let prefix = ".browserdrop-"
-    let suffix = ".live"
-    guard name.hasPrefix(prefix), name.hasSuffix(suffix) else { return false }
-    let id = name.dropFirst(prefix.count).dropLast(suffix.count)
-    return id.count == 16 && id.allSatisfy(\.isHexDigit)
+    let prefix = Array(".browserdrop-".utf8)
+    let suffix = Array(".live".utf8)
+    let bytes = Array(name.utf8)
+    guard bytes.count == prefix.count + 16 + suffix.count, bytes.starts(with: prefix),
+      bytes.suffix(suffix.count).elementsEqual(suffix)
+    else { return false }
+    return bytes[prefix.count..<(prefix.count + 16)].allSatisfy {
+      (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0)
+        || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0)
+    }
   }
 
   /// The temporary name versions before attempts used, fixed per source path (FNV-1a), which a

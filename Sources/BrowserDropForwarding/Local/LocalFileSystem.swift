@@ -286,10 +286,13 @@ struct LocalFileSystem: DestinationFileSystem {
 
   func isReleased(marker path: RelativePath) async throws -> Bool { true }
 
-  func removeMarker(_ path: RelativePath) async { await removeQuietly(path) }
+  func removeMarker(_ path: RelativePath) async -> Bool {
+    await removeQuietly(path)
+    return true
+  }
 
   /// Nothing to do: no local run makes a marker.
-  func removeReleasedMarkers(except own: RelativePath?) async {}
+  func removeReleasedMarkers(except own: RelativePath?, stillHeld: [RelativePath]) async {}
 
   func close(releasingMarker: Bool) async {}
 

@@ -1,6 +1,7 @@
 import BrowserDropSystem
 internal import CSMBClientLoader
 import Glibc
+import Synchronization
 
 /// An SMB share folder as a ``DestinationFileSystem``. Every libsmbclient call runs on
 /// ``DedicatedThread/smb``; source files are read ahead on another thread meanwhile.
@@ -248,38 +249,58 @@ struct SMBFileSystem: DestinationFileSystem {
   /// closed connection a moment after it is gone, and until then refuses the unlink with a
   /// sharing violation (`EBUSY`, seen for 10-20 ms on loopback): retry that for up to 2 s.
   func removeAfterWriter(_ path: RelativePath) async {
-    await removeOnceClosed(path)
+    _ = await removeOnceClosed(path)
   }
 
   /// An earlier run's marker: its connection may have ended only a moment ago (a killed
   /// kiosk), which the server learns a moment later. Retried the same way.
-  func removeMarker(_ path: RelativePath) async {
+  func removeMarker(_ path: RelativePath) async -> Bool {
     await removeOnceClosed(path)
   }
 
   /// Removes `path`, retrying for up to 2 s while the server refuses it with a sharing
-  /// violation (a handle of a connection that is ending); other failures are ignored.
-  private func removeOnceClosed(_ path: RelativePath) async {
-    _ = await DedicatedThread.smb.run { [context, root] in
+  /// violation (a handle of a connection that is ending). True once it is gone (removed, or
+  /// not there); false when it is still there or the server could not be asked.
+  private func removeOnceClosed(_ path: RelativePath) async -> Bool {
+    await DedicatedThread.smb.run { [context, root] () -> Bool in
       for _ in 0..<40 {
         do throws(SystemError) {
           try context.unlink(root + path)
-          return
+          return true
         } catch  where error.code == EBUSY {
           usleep(50_000)
         } catch {
-          return
+          return error.code == ENOENT
         }
       }
+      return false
     }
   }
 
-  func removeReleasedMarkers(except own: RelativePath?) async {
+  func removeReleasedMarkers(except own: RelativePath?, stillHeld: [RelativePath]) async {
+    let key = context.url(root)
     _ = await DedicatedThread.smb.run { [context, root] in
-      guard let names = try? context.fileNames(in: root) else { return }
-      for name in names where NameRules.isMarkerName(name) && [name] != own {
-        try? context.unlink(root + [name])
+      var entry = MarkerSweeps.take(key)
+      entry.held.formUnion(stillHeld.compactMap { $0.count == 1 ? $0[0] : nil })
+      var names = entry.held
+      // The first delivery of this process into the root lists it once (a big root costs a
+      // listing of every entry): markers of earlier processes.
+      if !entry.listed, let listed = try? context.fileNames(in: root) {
+        names.formUnion(listed.filter(NameRules.isMarkerName))
+        entry.listed = true
       }
+      if let own, own.count == 1 { names.remove(own[0]) }
+      entry.held = []
+      for name in names {
+        do throws(SystemError) {
+          try context.unlink(root + [name])
+        } catch  where error.code == ENOENT {
+          // Gone already (its run, or another delivery, removed it).
+        } catch {
+          entry.held.insert(name)  // held (EBUSY), being deleted, or not asked: next time
+        }
+      }
+      MarkerSweeps.put(key, entry)
     }
   }
 
@@ -384,6 +405,37 @@ struct SMBFileSystem: DestinationFileSystem {
       }
       marker.file = nil
       context.free()
+    }
+  }
+}
+
+/// What this process knows of the markers in each destination root it delivers into (by the
+/// root's URL): whether it listed the root already, and the markers it found still held there,
+/// tried again at its next delivery into that root
+/// (``SMBFileSystem/removeReleasedMarkers(except:stillHeld:)``).
+enum MarkerSweeps {
+  /// One root's.
+  struct Entry: Sendable {
+    /// Whether the root was listed (once per process).
+    var listed = false
+    /// Markers (names in the root) that refused removal.
+    var held: Set<String> = []
+  }
+
+  private static let entries = Mutex<[String: Entry]>([:])
+
+  /// The root's entry, taken out (an empty one the first time).
+  static func take(_ root: String) -> Entry {
+    entries.withLock { $0.removeValue(forKey: root) } ?? Entry()
+  }
+
+  /// Puts the root's entry back, merged with one another delivery put meanwhile.
+  static func put(_ root: String, _ entry: Entry) {
+    entries.withLock {
+      var merged = $0[root] ?? Entry()
+      merged.listed = merged.listed || entry.listed
+      merged.held.formUnion(entry.held)
+      $0[root] = merged
     }
   }
 }

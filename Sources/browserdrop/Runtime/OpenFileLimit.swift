@@ -15,8 +15,8 @@ enum OpenFileLimit {
   static let ceiling: rlim_t = 65_536
 
   /// Raises the soft limit towards the hard limit (at most `ceiling`); never lowers it. A
-  /// failure leaves the limit as it was: the server then meets `EMFILE` sooner, which it
-  /// handles, rather than not starting.
+  /// failure leaves the limit as it was, and the command starts all the same: it ran with that
+  /// limit before, and with the defaults (64 connections) it stays far below it.
   static func raise() {
     var limit = rlimit()
     guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
