@@ -520,6 +520,7 @@
           uploadId: null, // resumable uploads: the id, the offset known on the device, and
           offset: 0, // whether to ask the device for it (HEAD) before sending more
           needsCheck: false,
+          lostUnanswered: false, // the last request got no answer: HEAD may tell its refusal
           storedKey: null, // where its id is kept in localStorage
           el: null,
         };
@@ -771,6 +772,22 @@
       if (!live()) return;
       const offset = Number(response.headers.get('Upload-Offset'));
       const length = Number(response.headers.get('Upload-Length'));
+      // The refusal of its last request, which this browser may not have read: Firefox and
+      // WebKit read an answer only after sending the whole body, so a large body refused before
+      // it was read (507, 409) reached them as a dropped connection.
+      // Only after a lost connection: an answer this page did read is told again otherwise.
+      const told = item.lostUnanswered ? response.headers.get('Upload-Refusal') || '' : '';
+      item.lostUnanswered = false;
+      const refused = Object.prototype.hasOwnProperty.call(REFUSALS, told) ? REFUSALS[told] : null;
+      const refuse = (onDevice) => {
+        release(item, ticket);
+        item.droppedConnections = 0;
+        if (onDevice && refused.retryable) item.needsCheck = true;
+        else forgetId(item);
+        fail(item, refused.reason, refused.retryable);
+        pump();
+        scheduleRender();
+      };
       if (response.status === 204 && Number.isInteger(offset) && offset >= 0 &&
           offset <= item.size && length === item.size) {
         item.needsCheck = false;
@@ -782,6 +799,10 @@
           uploaded(item);
           pump();
           scheduleRender();
+          return;
+        }
+        if (refused) {
+          refuse(true); // paused on the device: a retry asks again where it stands
           return;
         }
         if (response.headers.get('Upload-Space') === 'insufficient') {
@@ -804,6 +825,10 @@
         serverError(item);
         pump();
         scheduleRender();
+        return;
+      }
+      if (refused && response.status === 404) {
+        refuse(false); // nothing of it on the device
         return;
       }
       startOver(item); // unknown, expired or another path's: from the first byte, with a new id
@@ -855,6 +880,7 @@
 
   function answered(item, xhr) {
     if (!release(item, xhr)) return;
+    item.lostUnanswered = false;
     const status = xhr.status;
     if (status === 0) {
       connectionLost(item, null);
@@ -950,6 +976,7 @@
   // dropped. The file goes back in line and uploads pause until the device answers again.
   function connectionLost(item, xhr) {
     if (xhr && !release(item, xhr)) return;
+    item.lostUnanswered = true;
     // Resumable: the device kept what arrived; ask it where to continue before sending more.
     if (item.uploadId) item.needsCheck = true;
     item.droppedConnections += 1;

@@ -117,6 +117,8 @@ func reportTrapsInsideDispatch() {
     // no descriptor left: the monitor's failed open.
     let sent = (info?.pointee.si_code ?? 0) <= 0
     let address = UInt(bitPattern: info?.pointee._sifields._sigfault.si_addr)
+    let savedErrno = errno
+    defer { errno = savedErrno }
     if !sent, dispatchCode.contains(where: { $0.0 <= address && address < $0.1 }) {
       let probe = open("/dev/null", O_RDONLY | O_CLOEXEC)
       if probe < 0, errno == EMFILE {

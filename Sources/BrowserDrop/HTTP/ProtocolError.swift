@@ -69,6 +69,9 @@ struct Refusal: Error, Sendable, Equatable {
   /// refusal (a 409 says where to continue from).
   var uploadOffset: Int?
   var uploadLength: Int?
+  /// The refusal of the upload's last request, sent as `Upload-Refusal` with a `HEAD`'s answer
+  /// (`RecentRefusals`).
+  var refusedBefore: ProtocolError?
 
   init(_ error: ProtocolError, _ message: String? = nil) {
     self.error = error

@@ -41,12 +41,15 @@ enum Response {
   static func refusal(_ refusal: Refusal) -> [UInt8] {
     let body =
       "{\"error\":\(JSONText.quoted(refusal.error.rawValue)),\"message\":\(JSONText.quoted(refusal.message))}"
-    guard refusal.uploadOffset != nil || refusal.uploadLength != nil else {
+    guard
+      refusal.uploadOffset != nil || refusal.uploadLength != nil || refusal.refusedBefore != nil
+    else {
       return json(status: refusal.error.status, body)
     }
     var headers = [("Cache-Control", "no-store")]
     if let offset = refusal.uploadOffset { headers.append(("Upload-Offset", String(offset))) }
     if let length = refusal.uploadLength { headers.append(("Upload-Length", String(length))) }
+    if let refused = refusal.refusedBefore { headers.append(("Upload-Refusal", refused.rawValue)) }
     return bytes(
       status: refusal.error.status, contentType: "application/json; charset=utf-8",
       body: Array(body.utf8), extraHeaders: headers)
@@ -54,11 +57,15 @@ enum Response {
 
   /// The answer to `HEAD /upload`: `204` with where the upload stands. `Upload-Offset` counts
   /// only bytes that are on the disk. `Upload-Space: insufficient` when `restFits` is false: a
-  /// PATCH of the rest would get `507` now.
-  static func uploadState(offset: Int, length: Int, restFits: Bool = true) -> [UInt8] {
+  /// PATCH of the rest would get `507` now; `Upload-Refusal` names the refusal of the upload's
+  /// last request (`RecentRefusals`).
+  static func uploadState(
+    offset: Int, length: Int, restFits: Bool = true, refused: ProtocolError? = nil
+  ) -> [UInt8] {
     Array(
       ("HTTP/1.1 204 No Content\r\nUpload-Offset: \(offset)\r\nUpload-Length: \(length)\r\n"
         + (restFits ? "" : "Upload-Space: insufficient\r\n")
+        + (refused.map { "Upload-Refusal: \($0.rawValue)\r\n" } ?? "")
         + "Cache-Control: no-store\r\nConnection: close\r\nX-Content-Type-Options: nosniff\r\n"
         + "Referrer-Policy: no-referrer\r\n\r\n").utf8)
   }

@@ -26,13 +26,33 @@ extension BrowserDropServer {
     }
   }
 
-  /// Whether the `bytes` that paused upload `id` still has to send fit in `freeBytes` (a fresh
-  /// measurement) now, as its PATCH's admission would count them: beside the uploads in
-  /// flight, the other paused uploads' firm reservations (soft ones would give way) and
-  /// `reservedFreeSpace`.
-  func restFits(of id: UploadID, bytes: Int, freeBytes: Int) -> Bool {
-    admission.fits(
-      bytes, freeBytes: freeBytes, held: resumeTable.firmRemaining(excluding: id, now: clock.now))
+  /// Remembers that `request`, naming an upload id, was refused before its body
+  /// (`RecentRefusals`).
+  func rememberRefusal(_ refusal: Refusal, of request: RequestPolicy.UploadRequest) {
+    switch request.resumable {
+    case .start(let id), .resume(let id, _):
+      recentRefusals.record(id, path: request.path, error: refusal.error)
+    case .probe, nil: break
+    }
+  }
+
+  /// The refusal remembered for upload `id` of `path`, taken (its `HEAD` tells it once).
+  func takeRefusal(of id: UploadID, path: UploadPath) -> ProtocolError? {
+    recentRefusals.take(id, path: path)
+  }
+
+  /// Whether what paused upload `id` of `path` still has to send after `offset` fits in
+  /// `freeBytes` (a fresh measurement) now, as its PATCH's admission would count it: beside the
+  /// uploads in flight, the other paused uploads' firm reservations (soft ones would give way)
+  /// and `reservedFreeSpace`. True when it no longer stands paused at `offset` (another request
+  /// took it up meanwhile: its bytes in flight are its own).
+  func restFits(of id: UploadID, path: UploadPath, offset: Int, freeBytes: Int) -> Bool {
+    guard case .paused(offset, let length) = resumeTable.standing(id, path: path) else {
+      return true
+    }
+    return admission.fits(
+      length - offset, freeBytes: freeBytes,
+      held: resumeTable.firmRemaining(excluding: id, now: clock.now))
   }
 
   /// Decides a resumable POST or PATCH; `hold` becomes the request's hold on the upload.

@@ -51,6 +51,8 @@ public actor BrowserDropServer {
   /// wait for them to be waiting).
   var callsWaitingForHandover = 0
   var pendingStoreIDs: [UploadID: Int] = [:]
+  /// Refusals before the body of requests naming an upload id, for the id's next `HEAD`.
+  var recentRefusals = RecentRefusals()
   /// Requests waiting for another request's hold on an upload to end (lock preemption).
   var holdWaiters: [UploadID: [CheckedContinuation<Void, Never>]] = [:]
   /// `Configuration.localName` through Avahi (`Discovery/`).

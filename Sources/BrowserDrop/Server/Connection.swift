@@ -132,9 +132,11 @@ struct Connection {
     switch await admit(request, server: server) {
     case .accepted(let accepted): ticket = accepted
     case .refused(let refusal):
+      await server.rememberRefusal(refusal, of: request)
       await refuse(refusal)
       return false
     case .measureFreeSpace:
+      await server.rememberRefusal(Refusal(.insufficientStorage), of: request)
       await refuse(Refusal(.insufficientStorage))
       return false
     case .handOver:
@@ -190,7 +192,10 @@ struct Connection {
   private func answerStanding(
     of id: UploadID, path: UploadPath, server: BrowserDropServer
   ) async {
-    switch await server.standing(of: id, path: path) {
+    let standing = await server.standing(of: id, path: path)
+    // The refusal of its last request, which a browser that read no answer did not see.
+    let refused = await server.takeRefusal(of: id, path: path)
+    switch standing {
     case .success(let standing):
       // Paused: say when the rest would not fit now. A browser that reads an answer only after
       // sending its whole body (Firefox, WebKit) sees a PATCH refused with 507 as a dropped
@@ -199,14 +204,16 @@ struct Connection {
       if standing.offset < standing.length {
         let freeBytes = await services.measureFreeBytes()
         restFits = await server.restFits(
-          of: id, bytes: standing.length - standing.offset, freeBytes: freeBytes)
+          of: id, path: path, offset: standing.offset, freeBytes: freeBytes)
       }
       try? await socket.write(
         Response.uploadState(
-          offset: standing.offset, length: standing.length, restFits: restFits),
+          offset: standing.offset, length: standing.length, restFits: restFits,
+          refused: refused),
         deadline: idleTimeout.fromNow)
       await closeGracefully()
-    case .failure(let refusal):
+    case .failure(var refusal):
+      refusal.refusedBefore = refused
       await refuse(refusal)
     }
   }

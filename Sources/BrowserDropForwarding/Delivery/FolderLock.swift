@@ -40,33 +40,56 @@ struct FolderLock: ~Copyable {
     let taken = busy.withLock { $0.insert(folder).inserted }
     guard taken else { throw Self.busyFailure(folder) }
     let deadline = ContinuousClock.now + busyWait
+    var creating = true
     while true {
-      if let descriptor = await tryLocking(folder) {
+      switch await tryLocking(folder, creating: creating) {
+      case .locked(let descriptor):
         return FolderLock(folder: folder, descriptor: descriptor)
+      case .held where ContinuousClock.now < deadline:
+        // Tried again without creating the lock file: a delivery that held it and is now
+        // removing the delivered folder has unlinked it, and a new one would stop its removal.
+        creating = false
+        do {
+          try await Task.sleep(for: busyRetryInterval)
+        } catch {
+          release(folder)
+          throw error
+        }
+      case .held, .gone:
+        release(folder)
+        throw Self.busyFailure(folder)
       }
-      guard ContinuousClock.now < deadline, !Task.isCancelled else { break }
-      try? await Task.sleep(for: busyRetryInterval)
     }
-    release(folder)
-    throw Self.busyFailure(folder)
   }
 
-  /// Opens the lock file and takes its `flock`: the descriptor (-1 without a lock file), or
-  /// `nil` while another open file description holds the lock.
-  private static func tryLocking(_ folder: String) async -> Int32? {
-    await DedicatedThread.localIO.run { () -> Int32? in
-      let file = Glibc.open(folder + "/" + fileName, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+  /// What a try at the lock found.
+  private enum Try {
+    /// Taken: the lock file's descriptor (-1 without a lock file).
+    case locked(Int32)
+    /// Another open file description holds it.
+    case held
+    /// The lock file went (a retry, which does not create it): its holder is removing the
+    /// delivered folder.
+    case gone
+  }
+
+  /// Opens the lock file (creating it when `creating`) and takes its `flock`.
+  private static func tryLocking(_ folder: String, creating: Bool) async -> Try {
+    await DedicatedThread.localIO.run { () -> Try in
+      let file = Glibc.open(
+        folder + "/" + fileName, O_RDWR | O_CLOEXEC | (creating ? O_CREAT : 0), 0o600)
+      if file < 0, !creating, errno == ENOENT { return .gone }
       // No lock file (a missing or read-only folder): the scan says what is wrong.
-      guard file >= 0 else { return -1 }
+      guard file >= 0 else { return .locked(-1) }
       do throws(SystemError) {
         if try Syscall.nonBlocking("flock", { flock(file, LOCK_EX | LOCK_NB) }) == nil {
           Glibc.close(file)
-          return nil
+          return .held
         }
       } catch {
         // A file system without flock (ENOLCK, EOPNOTSUPP): only this process is kept out.
       }
-      return file
+      return .locked(file)
     }
   }
 

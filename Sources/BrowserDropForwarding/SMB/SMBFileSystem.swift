@@ -294,8 +294,8 @@ struct SMBFileSystem: DestinationFileSystem {
       for name in names {
         do throws(SystemError) {
           try context.unlink(root + [name])
-        } catch  where error.code == ENOENT {
-          // Gone already (its run, or another delivery, removed it).
+        } catch  where [ENOENT, EISDIR, EPERM, EACCES].contains(error.code) {
+          // Gone already (its run, or another delivery, removed it), or not a marker to remove.
         } catch {
           entry.held.insert(name)  // held (EBUSY), being deleted, or not asked: next time
         }
@@ -409,11 +409,16 @@ struct SMBFileSystem: DestinationFileSystem {
   }
 }
 
-/// What this process knows of the markers in each destination root it delivers into (by the
-/// root's URL): whether it listed the root already, and the markers it found still held there,
-/// tried again at its next delivery into that root
-/// (``SMBFileSystem/removeReleasedMarkers(except:stillHeld:)``).
+/// What this process knows of the markers in the destination roots it delivered into last (by
+/// the root's URL): whether it listed the root already, and the markers it found still held
+/// there, tried again at its next delivery into that root
+/// (``SMBFileSystem/removeReleasedMarkers(except:stillHeld:)``). At most `capacity` roots, the
+/// least recently used forgotten first (a kiosk with a batch folder per batch has a root per
+/// batch; forgetting one costs a listing at the next delivery into it).
 enum MarkerSweeps {
+  /// The most roots remembered.
+  static let capacity = 64
+
   /// One root's.
   struct Entry: Sendable {
     /// Whether the root was listed (once per process).
@@ -422,20 +427,29 @@ enum MarkerSweeps {
     var held: Set<String> = []
   }
 
-  private static let entries = Mutex<[String: Entry]>([:])
+  /// The entries, the most recently used root last.
+  private static let entries = Mutex<[(root: String, entry: Entry)]>([])
 
   /// The root's entry, taken out (an empty one the first time).
   static func take(_ root: String) -> Entry {
-    entries.withLock { $0.removeValue(forKey: root) } ?? Entry()
+    entries.withLock { entries in
+      guard let index = entries.firstIndex(where: { $0.root == root }) else { return Entry() }
+      return entries.remove(at: index).entry
+    }
   }
 
-  /// Puts the root's entry back, merged with one another delivery put meanwhile.
+  /// Puts the root's entry back as the most recently used, merged with one another delivery
+  /// put meanwhile.
   static func put(_ root: String, _ entry: Entry) {
-    entries.withLock {
-      var merged = $0[root] ?? Entry()
-      merged.listed = merged.listed || entry.listed
-      merged.held.formUnion(entry.held)
-      $0[root] = merged
+    entries.withLock { entries in
+      var merged = entry
+      if let index = entries.firstIndex(where: { $0.root == root }) {
+        let other = entries.remove(at: index).entry
+        merged.listed = merged.listed || other.listed
+        merged.held.formUnion(other.held)
+      }
+      entries.append((root, merged))
+      if entries.count > capacity { entries.removeFirst(entries.count - capacity) }
     }
   }
 }
