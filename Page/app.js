@@ -883,6 +883,7 @@
     item.lostUnanswered = false;
     const status = xhr.status;
     if (status === 0) {
+      item.lostUnanswered = true;
       connectionLost(item, null);
       return;
     }
@@ -976,7 +977,8 @@
   // dropped. The file goes back in line and uploads pause until the device answers again.
   function connectionLost(item, xhr) {
     if (xhr && !release(item, xhr)) return;
-    item.lostUnanswered = true;
+    // An upload request lost (not a HEAD): its refusal, if any, was not read.
+    if (xhr instanceof XMLHttpRequest) item.lostUnanswered = true;
     // Resumable: the device kept what arrived; ask it where to continue before sending more.
     if (item.uploadId) item.needsCheck = true;
     item.droppedConnections += 1;
@@ -1071,6 +1073,7 @@
     const xhr = item.xhr;
     release(item, xhr);
     xhr.abort();
+    if (xhr instanceof XMLHttpRequest) item.lostUnanswered = true;
     // With resumable uploads the device keeps the bytes it holds, and the page asks for the
     // offset (HEAD) before sending the rest; in plain v1 the file starts again from its first byte.
     connectionLost(item, null);

@@ -283,7 +283,9 @@ def test_not_enough_space_and_retry_failed(start_host, engine_page, tmp_path):
     page.click("retry")
     page.wait(lambda d: page.recorded()["requests"] == {"one.txt": 2}, 10, "the retry to be sent")
     page.wait_settled(1)
-    assert page.rows()[0]["reason"] == ENGLISH["notEnoughSpace"]
+    # Once seen failing here without a reason under CI load (not reproduced alone): say why.
+    row = page.rows()[0]
+    assert row["reason"] == ENGLISH["notEnoughSpace"], (row, page.recorded(), host.events[-8:])
     host.send("cancel")
     host.wait_for("cancelled", timeout=15)
 

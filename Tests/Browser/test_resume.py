@@ -351,6 +351,8 @@ def test_a_large_upload_refused_before_its_body_says_why(start_host, engine_page
     page.click("retry")
     page.wait(lambda d: page.recorded()["requests"] == {"video.bin": 2}, 30, "the retry to be sent")
     page.wait(lambda d: page.rows()[0]["state"] == "failed", 60, "the retry's refusal to show")
-    assert page.rows()[0]["reason"] == ENGLISH["notEnoughSpace"]
-    assert page.recorded()["requests"] == {"video.bin": 2}
+    # Once seen failing here without a reason under CI load (not reproduced alone): say why.
+    row, recorded = page.rows()[0], page.recorded()
+    assert row["reason"] == ENGLISH["notEnoughSpace"], (row, recorded, host.events[-8:])
+    assert recorded["requests"] == {"video.bin": 2}
     assert not host.of("uploadStarted")

@@ -9,13 +9,14 @@ struct RecentRefusals {
   /// The most ids kept; the oldest is forgotten first.
   static let capacity = 256
 
-  /// The refusals worth telling: those a client shows as the file's reason.
-  static let told: Set<ProtocolError> = [
-    .pathConflict, .insufficientStorage, .tooLarge, .unsupportedType, .invalidPath,
-  ]
+  /// The refusals worth telling: those a client shows as the file's reason, and that come
+  /// before the body once the request names an upload (admission: the name is taken, or there
+  /// is not enough free space). The request's own checks (size, type, path) come earlier and
+  /// are the page's own checks too.
+  static let told: Set<ProtocolError> = [.pathConflict, .insufficientStorage]
 
   private var refusals: [UploadID: (path: UploadPath, error: ProtocolError)] = [:]
-  /// The ids in the order they were refused, oldest first (some maybe taken already).
+  /// The ids of `refusals`, each once, in the order they were refused, oldest first.
   private var order: [UploadID] = []
 
   /// Remembers that the request for upload `id` of `path` was refused with `error`, when it is
@@ -23,16 +24,22 @@ struct RecentRefusals {
   mutating func record(_ id: UploadID, path: UploadPath, error: ProtocolError) {
     guard Self.told.contains(error) else { return }
     if refusals.updateValue((path, error), forKey: id) == nil { order.append(id) }
-    while refusals.count > Self.capacity, !order.isEmpty {
-      refusals.removeValue(forKey: order.removeFirst())
-    }
-    if order.count > 2 * Self.capacity { order.removeAll { refusals[$0] == nil } }
+    if order.count > Self.capacity { refusals.removeValue(forKey: order.removeFirst()) }
   }
 
   /// The refusal remembered for `id` of `path`, forgotten as it is told.
   mutating func take(_ id: UploadID, path: UploadPath) -> ProtocolError? {
     guard let found = refusals[id], found.path == path else { return nil }
-    refusals.removeValue(forKey: id)
+    forget(id)
     return found.error
   }
+
+  /// Forgets what was remembered for `id`: a later request of it was admitted.
+  mutating func forget(_ id: UploadID) {
+    guard refusals.removeValue(forKey: id) != nil else { return }
+    order.removeAll { $0 == id }
+  }
+
+  /// How many ids are remembered (tests).
+  var count: Int { order.count }
 }

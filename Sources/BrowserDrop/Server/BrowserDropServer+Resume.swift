@@ -84,6 +84,7 @@ extension BrowserDropServer {
         eventSink.yield(.uploadFailed(replaced, .cancelled))
       }
       ticket.resumable = ResumableTicket(id: id, store: store, offset: 0, hold: hold)
+      recentRefusals.forget(id)
       return .accepted(ticket)
     case .resume(let id, let offset):
       var snapshot: ResumeTable.Entry.Snapshot
@@ -115,6 +116,7 @@ extension BrowserDropServer {
       resumeTable.resume(id, upload: ticket.upload, hold: hold)
       pauseSink.yield(.resumed(ticket.upload, offset: snapshot.offset))
       ticket.resumable = ResumableTicket(id: id, store: store, offset: snapshot.offset, hold: hold)
+      recentRefusals.forget(id)
       return .accepted(ticket)
     case .probe, nil:
       return admitReleasing(request.path, size: request.size, freeBytes: freeBytes)

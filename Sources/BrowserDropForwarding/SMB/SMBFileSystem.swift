@@ -294,8 +294,8 @@ struct SMBFileSystem: DestinationFileSystem {
       for name in names {
         do throws(SystemError) {
           try context.unlink(root + [name])
-        } catch  where [ENOENT, EISDIR, EPERM, EACCES].contains(error.code) {
-          // Gone already (its run, or another delivery, removed it), or not a marker to remove.
+        } catch  where [ENOENT, EISDIR].contains(error.code) {
+          // Gone already (its run, or another delivery, removed it), or a folder.
         } catch {
           entry.held.insert(name)  // held (EBUSY), being deleted, or not asked: next time
         }
