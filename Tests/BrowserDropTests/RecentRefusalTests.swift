@@ -72,7 +72,9 @@ struct RecentRefusalTests {
     #expect(try await first.exchange(first.postHead(length: body.count), body[...]).status == 201)
     let client = ResumeClient(port: session.port, path: "a/x.bin", id: ResumeClient.randomID())
     let conflict = try await client.exchange(client.postHead(length: body.count), body[...])
-    #expect(conflict.status == 409 && conflict.errorCode == "path_conflict", "\(conflict.status) \(conflict.text)")
+    #expect(
+      conflict.status == 409 && conflict.errorCode == "path_conflict",
+      "\(conflict.status) \(conflict.text)")
     let elsewhere = ResumeClient(port: session.port, path: "b.bin", id: client.id)
     #expect(
       try await elsewhere.exchange(elsewhere.postHead(length: body.count), body[...]).status == 201)
