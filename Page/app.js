@@ -779,12 +779,12 @@
       const told = item.lostUnanswered ? response.headers.get('Upload-Refusal') || '' : '';
       item.lostUnanswered = false;
       const refused = Object.prototype.hasOwnProperty.call(REFUSALS, told) ? REFUSALS[told] : null;
-      const refuse = (onDevice) => {
+      const refuse = (refusal, onDevice) => {
         release(item, ticket);
         item.droppedConnections = 0;
-        if (onDevice && refused.retryable) item.needsCheck = true;
+        if (onDevice && refusal.retryable) item.needsCheck = true;
         else forgetId(item);
-        fail(item, refused.reason, refused.retryable);
+        fail(item, refusal.reason, refusal.retryable);
         pump();
         scheduleRender();
       };
@@ -802,19 +802,14 @@
           return;
         }
         if (refused) {
-          refuse(true); // paused on the device: a retry asks again where it stands
+          refuse(refused, true); // paused on the device: a retry asks again where it stands
           return;
         }
         if (response.headers.get('Upload-Space') === 'insufficient') {
           // The rest doesn't fit on the device now (every engine learns it here: Firefox and
           // WebKit see a PATCH refused with 507 as a dropped connection). What arrived stays;
           // Retry asks again.
-          release(item, ticket);
-          item.needsCheck = true;
-          item.droppedConnections = 0;
-          fail(item, 'notEnoughSpace', true);
-          pump();
-          scheduleRender();
+          refuse(REFUSALS.insufficient_storage, true);
           return;
         }
         transmit(item, 'PATCH', offset);
@@ -828,7 +823,7 @@
         return;
       }
       if (refused && response.status === 404) {
-        refuse(false); // nothing of it on the device
+        refuse(refused, false); // nothing of it on the device
         return;
       }
       startOver(item); // unknown, expired or another path's: from the first byte, with a new id

@@ -136,8 +136,9 @@ struct Connection {
       await refuse(refusal)
       return false
     case .measureFreeSpace:
-      await server.rememberRefusal(Refusal(.insufficientStorage), of: request)
-      await refuse(Refusal(.insufficientStorage))
+      let refusal = Refusal(.insufficientStorage)
+      await server.rememberRefusal(refusal, of: request)
+      await refuse(refusal)
       return false
     case .handOver:
       if services.handover.park(socket, received: received, headDeadline: headDeadline) {

@@ -438,17 +438,13 @@ enum MarkerSweeps {
     }
   }
 
-  /// Puts the root's entry back as the most recently used, merged with one another delivery
+  /// Puts the root's entry back as the most recently used. Taking and putting back happen in
+  /// one job on ``DedicatedThread/smb``, one job at a time, so no other entry for the root was
   /// put meanwhile.
   static func put(_ root: String, _ entry: Entry) {
     entries.withLock { entries in
-      var merged = entry
-      if let index = entries.firstIndex(where: { $0.root == root }) {
-        let other = entries.remove(at: index).entry
-        merged.listed = merged.listed || other.listed
-        merged.held.formUnion(other.held)
-      }
-      entries.append((root, merged))
+      entries.removeAll { $0.root == root }
+      entries.append((root, entry))
       if entries.count > capacity { entries.removeFirst(entries.count - capacity) }
     }
   }
